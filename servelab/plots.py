@@ -1,0 +1,82 @@
+"""Figures declared in config, drawn from an experiment's tidy table.
+
+A figure spec: {x, y (a column or a list), xlabel, ylabel, hue?, col?, title?}.
+Several y columns are drawn as one line each (e.g. p50 and p99). Points that
+failed a validity check are drawn with a red cross and named in the legend.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+import seaborn as sns  # noqa: E402
+
+from servelab.atomic import atomic_path  # noqa: E402
+from servelab.experiments import format_value  # noqa: E402
+
+
+def check_columns(df: pd.DataFrame, spec: dict, name: str) -> None:
+    ys = spec["y"] if isinstance(spec["y"], list) else [spec["y"]]
+    wanted = [spec["x"], *ys] + [spec[k] for k in ("hue", "col") if spec.get(k)]
+    missing = [c for c in wanted if c not in df.columns]
+    if missing:
+        raise KeyError(f"figure {name!r} names column(s) {missing} that the metrics table lacks; "
+                       f"available: {sorted(df.columns)}")
+
+
+def long_form(df: pd.DataFrame, spec: dict) -> tuple[pd.DataFrame, str | None]:
+    """Melt several y columns into one, keyed by a 'statistic' column."""
+    ys = spec["y"] if isinstance(spec["y"], list) else [spec["y"]]
+    if len(ys) == 1:
+        return df.assign(_y=df[ys[0]]), spec.get("hue")
+    keep = [c for c in df.columns if c not in ys]
+    out = df.melt(id_vars=keep, value_vars=ys, var_name="statistic", value_name="_y")
+    return out, spec.get("hue") or "statistic"
+
+
+def categorical_x(values: pd.Series) -> list[str] | None:
+    """Order for an x axis that holds inf (e.g. request rate): numeric, inf last."""
+    numeric = pd.to_numeric(values, errors="coerce")
+    if numeric.notna().all() and not numeric.map(math.isinf).any():
+        return None
+    return [format_value(v) for v in sorted(values.unique(), key=lambda v: (pd.to_numeric(v, errors="coerce"),))]
+
+
+def draw(df: pd.DataFrame, spec: dict, out: str | Path, name: str = "figure") -> Path:
+    if df.empty:
+        raise ValueError(f"figure {name!r}: the metrics table has no rows")
+    check_columns(df, spec, name)
+    data, hue = long_form(df, spec)
+    x = spec["x"]
+    order = categorical_x(data[x])
+    if order is not None:
+        data = data.assign(**{x: data[x].map(format_value)})
+    sns.set_theme(style="whitegrid", context="notebook")
+    plot_kw = dict(data=data, x=x, y="_y", hue=hue, col=spec.get("col"), marker="o", kind="line",
+                   height=4, aspect=1.4, facet_kws={"sharey": False})
+    if order is not None:
+        # categorical axis: points joined in the given order
+        data[x] = pd.Categorical(data[x], categories=order, ordered=True)
+        data = data.sort_values(x)
+        plot_kw.update(data=data, sort=False)
+    grid = sns.relplot(**plot_kw)
+    grid.set_axis_labels(spec["xlabel"], spec["ylabel"])
+    if "valid" in data.columns and (~data["valid"].astype(bool)).any():
+        bad = data[~data["valid"].astype(bool)]
+        for ax_key, ax in grid.axes_dict.items() if spec.get("col") else [(None, grid.ax)]:
+            sub = bad if ax_key is None else bad[bad[spec["col"]] == ax_key]
+            xs = sub[x].cat.codes if order is not None else sub[x]
+            ax.scatter(xs, sub["_y"], marker="x", color="red", s=90, zorder=5,
+                       label="failed a validity check")
+            ax.legend(loc="best", fontsize="small")
+    grid.figure.suptitle(spec.get("title", name), y=1.02)
+    with atomic_path(out) as tmp:
+        grid.figure.savefig(tmp, format="png", dpi=120, bbox_inches="tight")
+    plt.close(grid.figure)
+    return Path(out)

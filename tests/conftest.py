@@ -1,0 +1,52 @@
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def load_config(*names: str) -> dict:
+    """config/config.yaml overlaid with the given overlays, as Snakemake merges them."""
+    from snakemake.utils import update_config
+
+    config = yaml.safe_load((REPO / "config/config.yaml").read_text())
+    for name in names:
+        update_config(config, yaml.safe_load((REPO / name).read_text()))
+    return config
+
+
+@pytest.fixture
+def course_config():
+    return load_config()
+
+
+@pytest.fixture
+def local_config():
+    return load_config("config/local.yaml")
+
+
+def make_workdir(dest: Path) -> Path:
+    """A copy of the workflow as a fresh clone would have it: the files git tracks
+    or would track (no results, no models, no .snakemake state)."""
+    files = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"],
+                           cwd=REPO, capture_output=True, text=True, check=True).stdout.split()
+    for rel in files:
+        if (REPO / rel).is_file():
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / rel, dest / rel)
+    return dest
+
+
+def snakemake(workdir: Path, *args: str, timeout: float = 1200, check: bool = True) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "snakemake", *args]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SNAKEMAKE")}
+    proc = subprocess.run(cmd, cwd=workdir, capture_output=True, text=True, timeout=timeout, env=env)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"snakemake {' '.join(args)} failed ({proc.returncode}):\n"
+                             f"{proc.stdout[-4000:]}\n{proc.stderr[-8000:]}")
+    return proc

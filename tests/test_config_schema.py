@@ -1,0 +1,76 @@
+"""A bad key or value stops the run before any job, and the message names it."""
+import copy
+
+import pytest
+import yaml
+from snakemake.exceptions import WorkflowError
+from snakemake.utils import validate
+
+from conftest import REPO, make_workdir, snakemake
+from servelab.config import ConfigError, check
+
+SCHEMA = str(REPO / "config/schema.yaml")
+
+
+def validated(config):
+    config = copy.deepcopy(config)
+    validate(config, SCHEMA)
+    check(config)
+    return config
+
+
+def test_shipped_configs_are_valid(course_config, local_config):
+    validated(course_config)
+    validated(local_config)
+
+
+def test_schema_fills_defaults(local_config):
+    del local_config["paths"]
+    local_config["experiments"]["week01"].pop("figures")
+    config = validated(local_config)
+    assert config["paths"]["models"] == "resources/models"
+    assert config["experiments"]["week01"]["figures"] == {}
+
+
+@pytest.mark.parametrize("mutate, named", [
+    (lambda c: c["experiments"]["week01"].update(rate=[1]), "'rate' was unexpected"),
+    (lambda c: c["experiments"]["week01"]["client"]["grid"].update(request_rate=[1, -2]), "-2"),
+    (lambda c: c["experiments"]["week01"]["client"]["grid"].update(request_rate=["fast"]), "'fast'"),
+    (lambda c: c["experiments"]["week01"]["client"]["args"].update(num_prompts=0), "0"),
+    (lambda c: c["experiments"]["week01"]["server"]["args"].update({"Max-Num-Seqs": 4}), "Max-Num-Seqs"),
+    (lambda c: c["models"]["tiny_llama"]["tiny"].update(vocab_size=5000), "5000"),
+    (lambda c: c["models"]["llama31_8b"].update(revision="main"), "'main'"),
+    (lambda c: c["experiments"]["week01"].update(engine="tgi"), "'tgi'"),
+])
+def test_schema_rejects_bad_values_by_name(local_config, mutate, named):
+    mutate(local_config)
+    with pytest.raises(WorkflowError) as err:
+        validated(local_config)
+    assert named in str(err.value)
+
+
+@pytest.mark.parametrize("mutate, named", [
+    (lambda c: c["experiments"]["week01"].update(model="llama99"), "experiments.week01.model: 'llama99'"),
+    (lambda c: c["experiments"]["week01"].update(dataset="nope"), "experiments.week01.dataset: 'nope'"),
+    (lambda c: c.update(run=["week99"]), "run: unknown experiment 'week99'"),
+    (lambda c: c["experiments"]["week01"]["figures"]["ttft_vs_rate"].update(y="ttft_p42_ms"),
+     "experiments.week01.figures.ttft_vs_rate.y: unknown column 'ttft_p42_ms'"),
+    (lambda c: c["experiments"]["week01"]["client"]["args"].update(request_rate=4),
+     "experiments.week01.client: knob(s) ['request_rate'] are both fixed in args and swept in grid"),
+])
+def test_cross_references_are_checked_by_name(local_config, mutate, named):
+    mutate(local_config)
+    with pytest.raises(ConfigError) as err:
+        validated(local_config)
+    assert named in str(err.value)
+
+
+def test_snakemake_stops_before_any_job_on_a_bad_key(tmp_path):
+    work = make_workdir(tmp_path / "wf")
+    (work / "bad.yaml").write_text(yaml.safe_dump(
+        {"experiments": {"week01": {"client": {"args": {"num_prompts": 10}}, "typo_knob": 1}}}))
+    proc = snakemake(work, "--profile", "profiles/local", "--configfile", "config/config.yaml",
+                     "config/local.yaml", "bad.yaml", "-n", check=False)
+    assert proc.returncode != 0
+    assert "'typo_knob' was unexpected" in proc.stderr + proc.stdout
+    assert not (work / "results").exists() and not (work / "resources/models").exists()

@@ -1,0 +1,70 @@
+"""Parsing a real saved `vllm bench serve --save-result --save-detailed` JSON."""
+import json
+import math
+
+import pytest
+
+from conftest import REPO
+from servelab import metrics
+
+DATA = REPO / "tests/data"
+
+
+@pytest.fixture
+def bench():
+    return json.loads((DATA / "vllm_bench_serve_rate4.json").read_text())
+
+
+@pytest.fixture
+def record():
+    return json.loads((DATA / "record_rate4.json").read_text())
+
+
+def test_bench_row_reads_the_saved_json(bench):
+    row = metrics.bench_row(bench)
+    assert row["completed"] == 40 and row["failed"] == 0
+    assert row["duration_s"] == pytest.approx(10.1325, rel=1e-4)
+    assert row["ttft_mean_ms"] == pytest.approx(bench["mean_ttft_ms"])
+    assert row["ttft_p99_ms"] == pytest.approx(bench["p99_ttft_ms"])
+    assert row["e2el_p50_ms"] == pytest.approx(bench["p50_e2el_ms"])
+    assert row["output_throughput_tps"] == pytest.approx(bench["output_throughput"])
+    assert row["samples_ttft"] == 40
+    assert row["samples_itl"] == sum(len(x) for x in bench["itls"]) == 40 * 31
+    assert 3.5 < row["achieved_rate_rps"] < 4.5
+    for lat in metrics.LATENCIES:
+        assert 0 < row[f"{lat}_p50_ms"] <= row[f"{lat}_p99_ms"]
+
+
+def test_point_row_is_valid_for_a_clean_run(record, bench):
+    row = metrics.point_row(record, bench)
+    assert row["request_rate"] == 4.0 and row["num_prompts"] == 40
+    assert row["server.max_model_len"] == 2048
+    assert row["valid"] and row["invalid_reason"] == ""
+
+
+def test_point_row_flags_failures_and_a_lagging_client(record, bench):
+    bench = dict(bench, failed=3, completed=37)
+    bench["start_times"] = [i * 0.5 for i in range(40)]  # 2 req/s sent for 4 req/s asked
+    row = metrics.point_row(record, bench)
+    assert not row["valid"]
+    assert "3 failed requests" in row["invalid_reason"]
+    assert "completed 37 of 40" in row["invalid_reason"]
+    assert "arrival rate 2.00/s below requested 4/s" in row["invalid_reason"]
+
+
+def test_achieved_rate_edge_cases():
+    assert metrics.achieved_arrival_rate([]) is None
+    assert metrics.achieved_arrival_rate([1.0, 1.0]) == math.inf
+    assert metrics.achieved_arrival_rate([0.0, 1.0, 2.0]) == pytest.approx(1.0)
+    assert metrics.requested_rate("inf") == math.inf
+
+
+def test_table_joins_views_with_the_store(tmp_path, record, bench):
+    store = tmp_path / "store"
+    (store / record["key"]).mkdir(parents=True)
+    (store / record["key"] / "bench.json").write_text(json.dumps(bench))
+    view = tmp_path / "base.json"
+    view.write_text(json.dumps([record]))
+    table = metrics.table([view], store)
+    assert len(table) == 1
+    assert table.loc[0, "point_key"] == record["key"]

@@ -1,0 +1,52 @@
+import math
+
+import matplotlib.image as mpimg
+import pandas as pd
+import pytest
+
+from servelab import plots
+
+SPEC = {"x": "request_rate", "y": ["ttft_p50_ms", "ttft_p99_ms"], "xlabel": "Request rate (req/s)",
+        "ylabel": "TTFT (ms)", "title": "TTFT"}
+
+
+def table(valid=(True, True, True)):
+    return pd.DataFrame({
+        "request_rate": [1.0, 4.0, math.inf],
+        "ttft_p50_ms": [20.0, 25.0, 200.0],
+        "ttft_p99_ms": [40.0, 60.0, 250.0],
+        "valid": list(valid),
+    })
+
+
+def test_draws_a_png_with_inf_as_the_last_category(tmp_path):
+    out = plots.draw(table(), SPEC, tmp_path / "ttft.png")
+    image = mpimg.imread(out)
+    assert image.shape[0] > 200 and image.shape[1] > 300
+    assert plots.categorical_x(table()["request_rate"]) == ["1", "4", "inf"]
+    assert plots.categorical_x(pd.Series([2.0, 1.0])) is None
+
+
+def test_invalid_points_are_marked(tmp_path, monkeypatch):
+    seen = {}
+    original = plots.plt.Axes.scatter
+
+    def spy(self, *args, **kwargs):
+        seen["label"] = kwargs.get("label")
+        seen["n"] = len(list(args[0]))
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(plots.plt.Axes, "scatter", spy)
+    plots.draw(table(valid=(True, False, True)), SPEC, tmp_path / "f.png")
+    assert seen == {"label": "failed a validity check", "n": 2}  # one row, two statistics
+
+
+def test_unknown_column_is_named(tmp_path):
+    with pytest.raises(KeyError, match="ttft_p42_ms"):
+        plots.draw(table(), dict(SPEC, y="ttft_p42_ms"), tmp_path / "f.png")
+    assert not (tmp_path / "f.png").exists()
+
+
+def test_empty_table_is_an_error_not_an_empty_figure(tmp_path):
+    with pytest.raises(ValueError, match="no rows"):
+        plots.draw(table().iloc[0:0], SPEC, tmp_path / "f.png")

@@ -1,0 +1,39 @@
+# Tidy tables and figures, from the saved benchmark JSON.
+
+
+rule metrics_table:
+    input:
+        views=session_views,
+    output:
+        report(
+            "results/{experiment}/metrics.csv",
+            caption="../report/metrics.rst",
+            category="{experiment}",
+        ),
+    params:
+        store="results/{experiment}/store",
+    log:
+        "logs/{experiment}/metrics.log",
+    conda:
+        "../../envs/analysis.yaml"
+    script:
+        "../scripts/metrics_table.py"
+
+
+rule figure:
+    input:
+        "results/{experiment}/metrics.csv",
+    output:
+        report(
+            "results/{experiment}/{figure}.png",
+            caption="../report/figure.rst",
+            category="{experiment}",
+        ),
+    params:
+        spec=figure_spec,
+    log:
+        "logs/{experiment}/{figure}.log",
+    conda:
+        "../../envs/analysis.yaml"
+    script:
+        "../scripts/plot_figure.py"

@@ -1,0 +1,106 @@
+# Config validation and the helper functions every rule file uses.
+import os
+import sys
+
+from snakemake.utils import validate
+
+# the servelab package sits beside the Snakefile; scripts and jobs import it from there
+sys.path.insert(0, workflow.basedir)
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    p for p in (workflow.basedir, os.environ.get("PYTHONPATH")) if p
+)
+
+from servelab import config as servelab_config
+from servelab import experiments as ex
+
+validate(config, "../../config/schema.yaml")
+servelab_config.check(config)
+
+EXPERIMENTS = config["experiments"]
+MODELS_DIR = config["paths"]["models"]
+DATASETS_DIR = config["paths"]["datasets"]
+SERVER_POINTS = {name: ex.server_points(exp) for name, exp in EXPERIMENTS.items()}
+
+
+def names_regex(names):
+    return "|".join(sorted(names)) or "(?!)"
+
+
+def kind_of(section, key):
+    return [name for name, spec in config[section].items() if key in spec]
+
+
+wildcard_constraints:
+    experiment=names_regex(EXPERIMENTS),
+    server_point=r"[^/]+",
+    figure=names_regex({f for exp in EXPERIMENTS.values() for f in exp.get("figures", {})}),
+
+
+def experiment_outputs(name):
+    exp = EXPERIMENTS[name]
+    return [f"results/{name}/metrics.csv"] + [
+        f"results/{name}/{figure}.png" for figure in exp.get("figures", {})
+    ]
+
+
+def default_targets():
+    return [out for name in ex.enabled_experiments(config) for out in experiment_outputs(name)]
+
+
+def session_views(wildcards):
+    return [
+        f"results/{wildcards.experiment}/sessions/{point}.json"
+        for point in SERVER_POINTS[wildcards.experiment]
+    ]
+
+
+def session_inputs(wildcards):
+    exp = EXPERIMENTS[wildcards.experiment]
+    return {
+        "model": f"{MODELS_DIR}/{exp['model']}",
+        "dataset": f"{DATASETS_DIR}/{exp['dataset']}.json",
+    }
+
+
+def session_params(wildcards):
+    """Everything that defines the session's measurements (a change reruns it)."""
+    exp = EXPERIMENTS[wildcards.experiment]
+    if wildcards.server_point not in SERVER_POINTS[wildcards.experiment]:
+        raise ValueError(
+            f"{wildcards.experiment} has no server point {wildcards.server_point!r}; "
+            f"known: {sorted(SERVER_POINTS[wildcards.experiment])}"
+        )
+    engine = config["engines"][exp["engine"]]
+    return {
+        "engine": exp["engine"],
+        "model_identity": servelab_config.model_identity(config, exp["model"]),
+        "dataset_identity": servelab_config.dataset_identity(config, exp["dataset"]),
+        "server_knobs": SERVER_POINTS[wildcards.experiment][wildcards.server_point],
+        "client_points": ex.client_points(exp),
+        "startup_timeout_s": engine["startup_timeout_s"],
+        "env": engine["env"],
+    }
+
+
+def gpus_for(wildcards):
+    """GPUs a server point needs: tensor x pipeline parallel (0 on the CPU default)."""
+    if config.get("device", "gpu") == "cpu":
+        return 0
+    knobs = SERVER_POINTS[wildcards.experiment][wildcards.server_point]
+    return int(knobs.get("tensor_parallel_size", 1)) * int(knobs.get("pipeline_parallel_size", 1))
+
+
+def tiny_recipe(wildcards):
+    return config["models"][wildcards.model]["tiny"]
+
+
+def hub_model(wildcards):
+    return config["models"][wildcards.model]
+
+
+def dataset_spec(wildcards):
+    return config["datasets"][wildcards.dataset]
+
+
+def figure_spec(wildcards):
+    return EXPERIMENTS[wildcards.experiment]["figures"][wildcards.figure]

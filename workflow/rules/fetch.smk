@@ -1,0 +1,63 @@
+# Models and workloads: downloaded (pinned, checksummed) or built locally from a seed.
+
+
+rule tiny_model:
+    output:
+        directory(f"{MODELS_DIR}/{{model}}"),
+    wildcard_constraints:
+        model=names_regex(kind_of("models", "tiny")),
+    params:
+        recipe=tiny_recipe,
+    log:
+        "logs/models/{model}.log",
+    conda:
+        "../../envs/vllm.yaml"
+    script:
+        "../scripts/build_tiny_model.py"
+
+
+rule hub_model:
+    output:
+        directory(f"{MODELS_DIR}/{{model}}"),
+    wildcard_constraints:
+        model=names_regex(kind_of("models", "hub")),
+    params:
+        spec=hub_model,
+    log:
+        "logs/models/{model}.log",
+    cache: "omit-software"
+    conda:
+        "../../envs/vllm.yaml"
+    script:
+        "../scripts/download_model.py"
+
+
+rule generated_dataset:
+    output:
+        f"{DATASETS_DIR}/{{dataset}}.json",
+    wildcard_constraints:
+        dataset=names_regex(kind_of("datasets", "generate")),
+    params:
+        spec=dataset_spec,
+    log:
+        "logs/datasets/{dataset}.log",
+    conda:
+        "../../envs/analysis.yaml"
+    script:
+        "../scripts/make_dataset.py"
+
+
+rule downloaded_dataset:
+    output:
+        f"{DATASETS_DIR}/{{dataset}}.json",
+    wildcard_constraints:
+        dataset=names_regex(kind_of("datasets", "url")),
+    params:
+        spec=dataset_spec,
+    log:
+        "logs/datasets/{dataset}.log",
+    cache: "omit-software"
+    conda:
+        "../../envs/analysis.yaml"
+    script:
+        "../scripts/make_dataset.py"

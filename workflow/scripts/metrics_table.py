@@ -1,0 +1,9 @@
+"""Rule metrics_table: one tidy row per measured point."""
+from servelab import metrics
+from servelab.atomic import atomic_path
+from servelab.joblog import tee_stderr
+
+with tee_stderr(snakemake.log[0]):
+    table = metrics.table(snakemake.input.views, snakemake.params.store)
+    with atomic_path(snakemake.output[0]) as tmp:
+        table.to_csv(tmp, index=False)

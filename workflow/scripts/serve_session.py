@@ -1,0 +1,28 @@
+"""Rule serve_session: launch one server point, measure the client points it lacks."""
+import os
+
+from servelab import config as servelab_config
+from servelab.joblog import tee_stderr
+from servelab.session import SessionSpec, run
+
+p = snakemake.params.spec
+cache = os.path.abspath(snakemake.params.cache)
+env = {"VLLM_CACHE_ROOT": os.path.join(cache, "vllm"), **p["env"]}
+spec = SessionSpec(
+    experiment=snakemake.wildcards.experiment,
+    server_point=snakemake.wildcards.server_point,
+    engine=p["engine"],
+    model_path=os.path.abspath(snakemake.input.model),
+    model_identity=p["model_identity"],
+    dataset_path=os.path.abspath(snakemake.input.dataset),
+    dataset_identity=p["dataset_identity"],
+    server_knobs=p["server_knobs"],
+    client_points=p["client_points"],
+    store_dir=snakemake.params.store,
+    startup_timeout_s=p["startup_timeout_s"],
+    env=env,
+    config_hash=servelab_config.config_hash(snakemake.config),
+    workflow_dir=snakemake.scriptdir,
+)
+with tee_stderr(snakemake.log[0]):
+    run(spec, snakemake.output[0])

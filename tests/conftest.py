@@ -44,7 +44,7 @@ def make_workdir(dest: Path) -> Path:
 
 def snakemake(workdir: Path, *args: str, timeout: float = 1200, check: bool = True) -> subprocess.CompletedProcess:
     cmd = [sys.executable, "-m", "snakemake", *args]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SNAKEMAKE")}
+    env = {k: v for k, v in os.environ.items() if k != "SNAKEMAKE_PROFILE"}
     proc = subprocess.run(cmd, cwd=workdir, capture_output=True, text=True, timeout=timeout, env=env)
     if check and proc.returncode != 0:
         raise AssertionError(f"snakemake {' '.join(args)} failed ({proc.returncode}):\n"

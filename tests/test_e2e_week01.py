@@ -102,6 +102,30 @@ def test_noop_rerun_has_nothing_to_do(workdir, first_run):
     assert "Nothing to be done" in proc.stdout + proc.stderr
 
 
+def rules_to_run(workdir: Path, *args: str) -> dict[str, int]:
+    """{rule: job count} of what a dry run would execute (Snakemake's job stats)."""
+    proc = snakemake(workdir, *args, "-n", "--quiet", "rules")
+    counts = {}
+    for line in (proc.stdout + proc.stderr).splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[1].isdigit() and parts[0] != "total":
+            counts[parts[0]] = int(parts[1])
+    return counts
+
+
+def test_changing_one_knob_reruns_only_what_depends_on_it(workdir, first_run):
+    label = with_overlay(workdir, "label.yaml", {"experiments": {"week01": {"figures": {
+        "itl_vs_rate": {"ylabel": "Inter-token latency (ms)"}}}}})
+    assert rules_to_run(workdir, *label) == {"all": 1, "figure": 1}
+    prompts = with_overlay(workdir, "prompts.yaml", {"experiments": {"week01": {"client": {
+        "args": {"num_prompts": 41}}}}})
+    assert rules_to_run(workdir, *prompts) == {"all": 1, "figure": 3, "metrics_table": 1,
+                                               "serve_session": 1}
+    recipe = with_overlay(workdir, "recipe.yaml", {"models": {"tiny_llama": {"tiny": {"seed": 7}}}})
+    assert rules_to_run(workdir, *recipe) == {"all": 1, "figure": 3, "metrics_table": 1,
+                                              "serve_session": 1, "tiny_model": 1}
+
+
 def test_adding_one_rate_measures_exactly_one_point(workdir, first_run):
     before = stored_records(workdir)
     raw_before = {k: (workdir / "results/week01/store" / k / "bench.json").stat().st_mtime_ns for k in before}

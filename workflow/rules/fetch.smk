@@ -1,4 +1,7 @@
 # Models and workloads: downloaded (pinned, checksummed) or built locally from a seed.
+# All four are deterministic in their params, so Snakemake's between-workflow cache
+# (--cache, SNAKEMAKE_OUTPUT_CACHE on shared storage) can serve them to every clone.
+# Measurements are never cached that way: the cache does not know the hardware.
 
 
 rule tiny_model:
@@ -10,6 +13,7 @@ rule tiny_model:
         recipe=tiny_recipe,
     log:
         "logs/models/{model}.log",
+    cache: "omit-software"
     conda:
         "../../envs/vllm.yaml"
     script:
@@ -41,6 +45,7 @@ rule generated_dataset:
         spec=dataset_spec,
     log:
         "logs/datasets/{dataset}.log",
+    cache: "omit-software"
     conda:
         "../../envs/analysis.yaml"
     script:

@@ -59,7 +59,9 @@ OVERLAY = {
         "tp2": {
             "title": "two-GPU server point (the scheduler's view of TP=2)",
             "engine": "vllm", "model": "tiny_llama", "dataset": "tiny_sharegpt",
-            "server": {"args": {"max_model_len": 1024, "enforce_eager": True, "tensor_parallel_size": 2}},
+            # real tensor parallelism on the CPU: one worker per core
+            "server": {"args": {"max_model_len": 1024, "enforce_eager": True, "tensor_parallel_size": 2},
+                       "env": {"VLLM_CPU_OMP_THREADS_BIND": "0|1"}},
             "client": {"args": {"num_prompts": 8, "seed": 0, "ignore_eos": True, "sharegpt_output_len": 16,
                                 "request_rate": "inf"}},
         },
@@ -71,40 +73,47 @@ OVERLAY = {
 def slurm_run(cluster, tmp_path_factory):
     work = make_workdir(tmp_path_factory.mktemp("slurm") / "servelab")
     (work / "slurm-test.yaml").write_text(yaml.safe_dump(OVERLAY))
-    args = profile_for_test_cluster(work, "slurm-test")
+    # the test node has 2 CPUs: a GPU job may take 1 per GPU
+    args = profile_for_test_cluster(work, "slurm-test", serve_session={"cpus_per_gpu": 1, "mem_mb": 6000})
     proc = snakemake(work, *args, "results/week01/metrics.csv", "results/week01/ttft_vs_rate.png",
                      "results/tp2/sessions/base.json", timeout=1800)
     return work, proc.stdout + proc.stderr
 
 
-def slurm_jobs(work: Path) -> dict[str, dict]:
-    """{job id: scontrol's record} for every job the run submitted, keyed by its rule."""
+SUBMITTED = re.compile(r"submitted with SLURM jobid (\d+) \(log: \S*/slurm_logs/rule_(\w+)/")
+
+
+def slurm_jobs(output: str) -> dict[str, dict]:
+    """{job id: SLURM's own record (scontrol)} of every job the run submitted, with its rule."""
     jobs = {}
-    for log in (work / ".snakemake/slurm_logs").rglob("*.log"):
-        out = subprocess.run(["scontrol", "show", "job", "-o", log.stem], capture_output=True,
+    for job_id, rule in SUBMITTED.findall(output):
+        out = subprocess.run(["scontrol", "show", "job", "-o", job_id], capture_output=True,
                              text=True, check=True).stdout
-        fields = dict(re.findall(r"(\S+?)=(\S*)", out))
-        fields["rule"] = log.relative_to(work / ".snakemake/slurm_logs").parts[0].removeprefix("rule_")
-        jobs[log.stem] = fields
+        jobs[job_id] = {**dict(re.findall(r"(\S+?)=(\S*)", out)), "rule": rule}
     return jobs
 
 
 def test_gpu_job_in_gpu_partition_cpu_jobs_in_cpu_partition(slurm_run):
     work, output = slurm_run
-    jobs = slurm_jobs(work)
+    jobs = slurm_jobs(output)
     rules = sorted(j["rule"] for j in jobs.values())
     assert rules.count("serve_session") == 2 and "metrics_table" in rules and "figure" in rules, rules
     for job in jobs.values():
         assert job["JobState"] == "COMPLETED", job
-        gpu_tres = re.search(r"gres/gpu(?::a100)?=(\d+)", job.get("AllocTRES", "") + job.get("TRES", ""))
         if job["rule"] == "serve_session":
             assert job["Partition"] == "gpu", job
+            assert job["NumTasks"] == "1", job  # a TP=2 server is one task, not one per GPU
             assert job.get("TresPerJob") in ("gres:gpu:a100:1", "gres:gpu:a100:2"), job
-            assert gpu_tres and int(gpu_tres.group(1)) >= 1, job
         else:
             assert job["Partition"] == "cpu", job
-            assert "gpu" not in job.get("TresPerJob", "") and not gpu_tres, job
-    print("\nsbatch calls:\n" + "\n".join(l.strip() for l in output.splitlines() if "sbatch call:" in l))
+            assert "gpu" not in job.get("TresPerJob", ""), job
+    calls = [line.split("sbatch call: ", 1)[1].split(" --wrap=")[0] for line in output.splitlines()
+             if "sbatch call:" in line]
+    assert not any("--ntasks-per-gpu" in call for call in calls), calls
+    gpu_calls = [call for call in calls if "--gpus=" in call]
+    assert sorted(c.split("--gpus=")[1] for c in gpu_calls) == ["a100:1", "a100:2"]
+    assert all("-p gpu" in c and "--cpus-per-gpu=1" in c for c in gpu_calls), gpu_calls
+    print("\nsbatch calls (without the --wrap'ed Snakemake command):\n" + "\n".join(calls))
 
 
 def stored(work: Path, experiment: str) -> list[dict]:
@@ -133,7 +142,8 @@ def test_tp2_server_sees_two_devices(slurm_run):
 
 def test_gpu_model_the_cluster_lacks_fails_fast(slurm_run):
     work, _ = slurm_run
-    args = profile_for_test_cluster(work, "slurm-h100", serve_session={"gpu_model": "h100"})
+    args = profile_for_test_cluster(work, "slurm-h100", serve_session={
+        "gpu_model": "h100", "cpus_per_gpu": 1, "mem_mb": 6000})
     (work / "slurm-test.yaml").write_text(yaml.safe_dump(
         {**OVERLAY, "experiments": {"week01": {"client": {"args": {"num_prompts": 13}}}}}))
     started = time.monotonic()

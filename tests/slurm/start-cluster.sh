@@ -50,9 +50,10 @@ fi
 pgrep -x slurmctld >/dev/null || slurmctld
 pgrep -x slurmd >/dev/null || slurmd
 for _ in $(seq 1 60); do
-  state=$(sinfo -h -n "$host" -o %T 2>/dev/null | head -1)
+  state=$(sinfo -h -n "$host" -o %T 2>/dev/null | head -1 || true)
   case "$state" in idle*|mix*|alloc*) echo "slurm test cluster up: node $host $state"; exit 0 ;; esac
   sleep 0.5
 done
-echo "slurm test cluster did not come up (node state: ${state:-none}); see /var/log/slurm/" >&2
+echo "slurm test cluster did not come up (node state: ${state:-none}):" >&2
+tail -5 /var/log/slurm/slurmctld.log /var/log/slurm/slurmd.log >&2
 exit 1

@@ -78,7 +78,7 @@ def session_params(wildcards):
         "server_knobs": SERVER_POINTS[wildcards.experiment][wildcards.server_point],
         "client_points": ex.client_points(exp),
         "startup_timeout_s": engine["startup_timeout_s"],
-        "env": engine["env"],
+        "env": {**engine["env"], **exp.get("server", {}).get("env", {})},
     }
 
 

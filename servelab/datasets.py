@@ -51,9 +51,15 @@ def sha256_of(path: str | Path) -> str:
 
 
 def download(url: str, out: str | Path, sha256: str | None, progress=print) -> Path:
-    """Stream `url` to `out`, verifying the checksum before the file appears."""
+    """Stream `url` to `out`, verifying the checksum before the file appears.
+
+    With no pinned checksum, the one recorded beside the file at its first
+    download (`out.sha256`) is verified instead, and recorded if there is none.
+    """
     import requests
 
+    record = Path(f"{out}.sha256")
+    expected = sha256 or (record.read_text().split()[0] if record.exists() else None)
     headers = {}
     token = os.environ.get("HF_TOKEN")
     if token and "huggingface.co" in url:
@@ -68,8 +74,10 @@ def download(url: str, out: str | Path, sha256: str | None, progress=print) -> P
                 done += len(chunk)
                 if total:
                     progress(f"{out}: {done / total:6.1%} of {total / 1e6:.0f} MB")
-        if sha256:
-            got = sha256_of(tmp)
-            if got != sha256:
-                raise ValueError(f"checksum mismatch for {url}: expected {sha256}, got {got}")
+        got = sha256_of(tmp)
+        if expected and got != expected:
+            raise ValueError(f"checksum mismatch for {url}: expected {expected}, got {got}")
+    if not expected:
+        record.write_text(f"{got}  {Path(out).name}\n")
+        progress(f"{out}: no sha256 pinned; recorded {got} in {record} (pin it in the config)")
     return Path(out)

@@ -45,14 +45,16 @@ def vllm_serve_command(model: str, port: int, knobs: dict, served_name: str | No
     return cmd + to_flags(knobs)
 
 
-def vllm_bench_serve_args(model: str, served_name: str, port: int, dataset: str,
-                          knobs: dict, result_dir: str, result_file: str) -> list[str]:
+def vllm_bench_serve_args(model: str, served_name: str, port: int, dataset_name: str,
+                          dataset_path: str | None, knobs: dict, result_dir: str,
+                          result_file: str) -> list[str]:
     """Arguments of `vllm bench serve` for one client point, saving its JSON result."""
+    dataset = ["--dataset-name", dataset_name] + (["--dataset-path", dataset_path] if dataset_path else [])
     return [
         "--backend", "vllm",
         "--host", "127.0.0.1", "--port", str(port),
         "--model", served_name, "--tokenizer", model,
-        "--dataset-name", "sharegpt", "--dataset-path", dataset,
+        *dataset,
         "--save-result", "--save-detailed",
         "--result-dir", result_dir, "--result-filename", result_file,
         "--percentile-metrics", "ttft,tpot,itl,e2el",

@@ -28,6 +28,10 @@ def check(config: dict) -> None:
             if exp[section] not in config[table]:
                 problems.append(f"{where}.{section}: {exp[section]!r} is not defined under {table} "
                                 f"(defined: {sorted(config[table])})")
+        for model in exp.get("server", {}).get("grid", {}).get("model", []):
+            if model not in config["models"]:
+                problems.append(f"{where}.server.grid.model: {model!r} is not defined under models "
+                                f"(defined: {sorted(config['models'])})")
         for side in ("server", "client"):
             part = exp.get(side, {})
             both = set(part.get("args", {})) & set(part.get("grid", {}))
@@ -51,7 +55,8 @@ def _metric_columns() -> set[str]:
 
     lat = {f"{lat}_{stat}_ms" for lat in LATENCIES for stat in STATS}
     return lat | set(SCALARS.values()) | {"request_rate", "achieved_rate_rps", "server_startup_s",
-                                          "samples_ttft", "samples_itl", "valid"}
+                                          "samples_ttft", "samples_itl", "valid", "experiment",
+                                          "server_point", "model"}
 
 
 METRIC_COLUMNS = _metric_columns()
@@ -73,5 +78,7 @@ def dataset_identity(config: dict, name: str) -> str:
     spec = config["datasets"][name]
     if "url" in spec:
         return f"{spec['url']}#sha256={spec.get('sha256')}"
+    if "builtin" in spec:
+        return f"builtin:{spec['builtin']}"
     return "generated:" + hashlib.sha256(json.dumps(spec["generate"], sort_keys=True).encode()).hexdigest()[:16]
 

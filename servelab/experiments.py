@@ -9,6 +9,10 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
+
+# knobs of a server point that servelab consumes itself rather than passing as flags
+MODEL_KNOB = "model"
 
 
 def grid_points(grid: dict) -> list[dict]:
@@ -20,6 +24,10 @@ def grid_points(grid: dict) -> list[dict]:
 
 
 def format_value(value) -> str:
+    if value is None:
+        return "none"
+    if isinstance(value, dict):
+        return ",".join(f"{k}={format_value(v)}" for k, v in value.items())
     if isinstance(value, bool):
         return str(value).lower()
     if isinstance(value, float) and math.isinf(value):
@@ -33,16 +41,40 @@ def point_id(knobs: dict) -> str:
     """Readable, path-safe name of a point, e.g. `max_num_seqs=16+block_size=8`."""
     if not knobs:
         return "base"
-    return "+".join(f"{k}={format_value(v)}" for k, v in knobs.items())
+    name = "+".join(f"{k}={format_value(v)}" for k, v in knobs.items())
+    return re.sub(r"[^A-Za-z0-9._=,+-]", "_", name)
 
 
 def server_points(exp: dict) -> dict[str, dict]:
-    """{server point id: full server knobs (fixed args overlaid by the grid point)}."""
+    """{server point id: full server knobs (fixed args overlaid by the grid point)}.
+
+    A grid may sweep `model` (names under `models:`), e.g. week 12's quantized
+    checkpoints; the point's model is then `point_model(exp, knobs)`.
+    """
     server = exp.get("server", {})
-    return {
-        point_id(p): {**server.get("args", {}), **p}
-        for p in grid_points(server.get("grid", {}))
-    }
+    points = {point_id(p): {**server.get("args", {}), **p} for p in grid_points(server.get("grid", {}))}
+    if len(points) != len(grid_points(server.get("grid", {}))):
+        raise ValueError(f"server grid values collide after making names path-safe: {sorted(points)}")
+    return points
+
+
+def point_model(exp: dict, knobs: dict) -> str:
+    return knobs.get(MODEL_KNOB, exp["model"])
+
+
+def engine_flags(knobs: dict) -> dict:
+    """Server knobs that become engine flags (all but servelab's own)."""
+    return {k: v for k, v in knobs.items() if k != MODEL_KNOB}
+
+
+def gpus_needed(knobs: dict) -> int:
+    """GPUs one server point occupies: tensor x pipeline x data parallel size
+    (vLLM names; SGLang's tp/dp likewise)."""
+    def size(*names):
+        return next((int(knobs[n]) for n in names if knobs.get(n) is not None), 1)
+
+    return (size("tensor_parallel_size", "tp", "tp_size") * size("pipeline_parallel_size", "pp_size")
+            * size("data_parallel_size", "dp", "dp_size"))
 
 
 def client_points(exp: dict) -> list[dict]:

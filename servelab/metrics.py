@@ -66,10 +66,13 @@ def validity(row: dict, requested: float, num_prompts: int | None) -> list[str]:
 def point_row(record: dict, bench: dict) -> dict:
     knobs = record["client_knobs"]
     requested = requested_rate(knobs.get("request_rate"))
+    server = record["identity"]["server"]
     row = {
         "experiment": record["experiment"],
         "server_point": record["server_point"],
-        **{f"server.{k}": v for k, v in record["identity"]["server"].items()},
+        "model": record["identity"]["model"],
+        # server knobs by their own name (prefixed only where a client knob has the same one)
+        **{(f"server.{k}" if k in knobs else k): v for k, v in server.items()},
         **{k: v for k, v in knobs.items() if k != "request_rate"},
         "request_rate": requested,
         **bench_row(bench),

@@ -30,7 +30,8 @@ class SessionSpec:
     engine: str
     model_path: str
     model_identity: str          # hub repo@revision, or the tiny recipe's hash
-    dataset_path: str
+    dataset_name: str            # `sharegpt` (a file) or one of the client's built-in generators
+    dataset_path: str | None
     dataset_identity: str
     server_knobs: dict
     client_points: list[dict]
@@ -103,8 +104,8 @@ def measure(spec: SessionSpec, missing: list[tuple[str, dict, dict]], store: Poi
                 raw_dir = Path(tmpdir) / key
                 raw_dir.mkdir()
                 argv = commands.vllm_bench_serve_args(
-                    spec.model_path, spec.served_name, port, spec.dataset_path, knobs,
-                    str(raw_dir), "bench.json")
+                    spec.model_path, spec.served_name, port, spec.dataset_name, spec.dataset_path,
+                    knobs, str(raw_dir), "bench.json")
                 started = time.monotonic()
                 try:
                     client.run(argv, session_dir / "bench.log")

@@ -15,7 +15,7 @@ import sys
 from dataclasses import dataclass
 
 from servelab import commands
-from servelab.experiments import client_points, point_id, server_points
+from servelab.experiments import client_points, engine_flags, point_id, server_points
 
 
 @dataclass
@@ -59,12 +59,14 @@ def check_config(config: dict) -> list[Problem]:
     problems = []
     for name, exp in config["experiments"].items():
         for sp, knobs in server_points(exp).items():
-            cmd = commands.vllm_serve_command("MODEL", 8000, knobs, f"servelab-{name}")
+            cmd = commands.vllm_serve_command("MODEL", 8000, engine_flags(knobs), f"servelab-{name}")
             msg = parse_or_message(serve_parser, cmd[cmd.index("serve") + 1:])
             if msg:
                 problems.append(Problem(name, sp, "vllm serve", msg))
         for knobs in client_points(exp):
-            argv = commands.vllm_bench_serve_args("MODEL", "served", 8000, "data.json", knobs, ".", "x.json")
+            builtin = config["datasets"][exp["dataset"]].get("builtin")
+            argv = commands.vllm_bench_serve_args("MODEL", "served", 8000, builtin or "sharegpt",
+                                                  None if builtin else "data.json", knobs, ".", "x.json")
             msg = parse_or_message(bench.parser(), argv)
             if msg:
                 problems.append(Problem(name, point_id(knobs), "vllm bench serve", msg))

@@ -52,8 +52,8 @@ def test_bench_args_parse_with_vllm_bench_serve_parser(local_config):
 
     bench = BenchServe()
     for knobs in client_points(local_config["experiments"]["week01"]):
-        argv = commands.vllm_bench_serve_args("/models/tiny", "servelab-week01", 8123, "/data/sg.json",
-                                              knobs, "/tmp/out", "bench.json")
+        argv = commands.vllm_bench_serve_args("/models/tiny", "servelab-week01", 8123, "sharegpt",
+                                              "/data/sg.json", knobs, "/tmp/out", "bench.json")
         args = bench.parse(argv)
         assert args.save_result and args.save_detailed
         assert args.dataset_name == "sharegpt"

@@ -38,7 +38,7 @@ def test_bench_row_reads_the_saved_json(bench):
 def test_point_row_is_valid_for_a_clean_run(record, bench):
     row = metrics.point_row(record, bench)
     assert row["request_rate"] == 4.0 and row["num_prompts"] == 40
-    assert row["server.max_model_len"] == 2048
+    assert row["max_model_len"] == 2048 and row["enforce_eager"] is True
     assert row["valid"] and row["invalid_reason"] == ""
 
 

@@ -54,28 +54,35 @@ def session_views(wildcards):
     ]
 
 
+def server_knobs(wildcards):
+    points = SERVER_POINTS[wildcards.experiment]
+    if wildcards.server_point not in points:
+        raise ValueError(
+            f"{wildcards.experiment} has no server point {wildcards.server_point!r}; "
+            f"known: {sorted(points)}"
+        )
+    return points[wildcards.server_point]
+
+
 def session_inputs(wildcards):
     exp = EXPERIMENTS[wildcards.experiment]
-    return {
-        "model": f"{MODELS_DIR}/{exp['model']}",
-        "dataset": f"{DATASETS_DIR}/{exp['dataset']}.json",
-    }
+    inputs = {"model": f"{MODELS_DIR}/{ex.point_model(exp, server_knobs(wildcards))}"}
+    if "builtin" not in config["datasets"][exp["dataset"]]:
+        inputs["dataset"] = f"{DATASETS_DIR}/{exp['dataset']}.json"
+    return inputs
 
 
 def session_params(wildcards):
     """Everything that defines the session's measurements (a change reruns it)."""
     exp = EXPERIMENTS[wildcards.experiment]
-    if wildcards.server_point not in SERVER_POINTS[wildcards.experiment]:
-        raise ValueError(
-            f"{wildcards.experiment} has no server point {wildcards.server_point!r}; "
-            f"known: {sorted(SERVER_POINTS[wildcards.experiment])}"
-        )
+    knobs = server_knobs(wildcards)
     engine = config["engines"][exp["engine"]]
     return {
         "engine": exp["engine"],
-        "model_identity": servelab_config.model_identity(config, exp["model"]),
+        "model_identity": servelab_config.model_identity(config, ex.point_model(exp, knobs)),
         "dataset_identity": servelab_config.dataset_identity(config, exp["dataset"]),
-        "server_knobs": SERVER_POINTS[wildcards.experiment][wildcards.server_point],
+        "dataset_name": config["datasets"][exp["dataset"]].get("builtin", "sharegpt"),
+        "server_knobs": ex.engine_flags(knobs),
         "client_points": ex.client_points(exp),
         "startup_timeout_s": engine["startup_timeout_s"],
         "env": {**engine["env"], **exp.get("server", {}).get("env", {})},
@@ -83,11 +90,10 @@ def session_params(wildcards):
 
 
 def gpus_for(wildcards):
-    """GPUs a server point needs: tensor x pipeline parallel (0 on the CPU default)."""
-    if config.get("device", "gpu") == "cpu":
+    """GPUs a server point needs (0 on the CPU default)."""
+    if config["device"] == "cpu":
         return 0
-    knobs = SERVER_POINTS[wildcards.experiment][wildcards.server_point]
-    return int(knobs.get("tensor_parallel_size", 1)) * int(knobs.get("pipeline_parallel_size", 1))
+    return ex.gpus_needed(server_knobs(wildcards))
 
 
 def tiny_recipe(wildcards):

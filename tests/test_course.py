@@ -1,0 +1,63 @@
+"""The course on GPUs: every experiment previews on a machine with no GPU and no SLURM."""
+import re
+import time
+
+from conftest import make_workdir, snakemake
+from servelab.experiments import gpus_needed, point_id, server_points
+
+
+def dry_run_jobs(output: str) -> list[dict]:
+    """The jobs of a dry run, as {rule, wildcards, resources} dicts."""
+    jobs = []
+    for block in re.split(r"\n\s*\n", output):
+        rule = re.search(r"^(?:local)?rule (\w+):", block, re.M)
+        if not rule:
+            continue
+        wildcards = re.search(r"wildcards: (.*)", block)
+        resources = re.search(r"resources: (.*)", block)
+        jobs.append({
+            "rule": rule.group(1),
+            "wildcards": dict(kv.split("=", 1) for kv in wildcards.group(1).split(", ")) if wildcards else {},
+            "resources": dict(kv.split("=", 1) for kv in resources.group(1).split(", ")) if resources else {},
+        })
+    return jobs
+
+
+def test_slurm_profile_dry_run_lists_every_experiment_with_its_gpus(tmp_path, course_config):
+    work = make_workdir(tmp_path / "wf")
+    started = time.monotonic()
+    proc = snakemake(work, "--profile", "profiles/slurm", "-n")
+    took = time.monotonic() - started
+    jobs = dry_run_jobs(proc.stdout + proc.stderr)
+    sessions = {(j["wildcards"]["experiment"], j["wildcards"]["server_point"]): j
+                for j in jobs if j["rule"] == "serve_session"}
+    expected = {(name, sp) for name, exp in course_config["experiments"].items() for sp in server_points(exp)}
+    assert set(sessions) == expected
+    tables = {j["wildcards"]["experiment"] for j in jobs if j["rule"] == "metrics_table"}
+    assert tables == set(course_config["experiments"])
+    for (name, sp), job in sessions.items():
+        knobs = server_points(course_config["experiments"][name])[sp]
+        assert int(job["resources"]["gpu"]) == gpus_needed(knobs)
+        assert job["resources"]["slurm_partition"] == "gpu" and job["resources"]["gpu_model"] == "a100"
+    assert sessions[("week13", "tensor_parallel_size=4")]["resources"]["gpu"] == "4"
+    assert sessions[("week14", "enable_expert_parallel=true")]["resources"]["gpu"] == "2"
+    for job in jobs:
+        if job["rule"] != "serve_session":
+            assert "gpu" not in job["resources"] and job["resources"].get("slurm_partition", "cpu") == "cpu"
+    print(f"\ndry run of {len(course_config['experiments'])} experiments, {len(jobs)} jobs: {took:.2f}s")
+
+
+def test_gpus_needed_multiplies_parallel_sizes():
+    assert gpus_needed({}) == 1
+    assert gpus_needed({"tensor_parallel_size": 4}) == 4
+    assert gpus_needed({"tensor_parallel_size": 2, "pipeline_parallel_size": 2}) == 4
+    assert gpus_needed({"tensor_parallel_size": 2, "data_parallel_size": 2}) == 4
+    assert gpus_needed({"tp": 2, "dp": 2}) == 4  # SGLang's names
+
+
+def test_server_point_ids_of_json_knobs_are_path_safe(course_config):
+    ids = list(server_points(course_config["experiments"]["week11"]))
+    assert ids[0] == "speculative_config=none"
+    assert all("/" not in i and " " not in i for i in ids)
+    assert len(set(ids)) == 3
+    assert point_id({"model": "llama31_8b_fp8"}) == "model=llama31_8b_fp8"

@@ -17,7 +17,10 @@ def test_second_clone_takes_model_and_dataset_from_the_cache(tmp_path, monkeypat
     out = proc.stdout + proc.stderr
     assert "resources/models/tiny_llama/model.safetensors from cache" in out
     assert "resources/datasets/tiny_sharegpt.json from cache" in out
-    assert not (second / "logs/models/tiny_llama.log").exists()  # not built again
+    # not built again: the files are the cache's, and the build said nothing
+    weights = second / "resources/models/tiny_llama/model.safetensors"
+    assert weights.is_symlink() and str(weights.resolve()).startswith(str(tmp_path / "cache"))
+    assert (second / "logs/models/tiny_llama.log").read_text() == ""
     for rel in ("resources/models/tiny_llama/model.safetensors", "resources/datasets/tiny_sharegpt.json"):
         assert (hashlib.sha256((first / rel).read_bytes()).digest()
                 == hashlib.sha256((second / rel).read_bytes()).digest())

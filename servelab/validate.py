@@ -14,7 +14,6 @@ import io
 import sys
 from dataclasses import dataclass
 
-from servelab import commands
 from servelab.experiments import client_points, engine_flags, point_id, server_points
 
 
@@ -39,37 +38,102 @@ def vllm_serve_parser():
     return make_arg_parser(FlexibleArgumentParser(prog="vllm serve"))
 
 
-def parse_or_message(parser, argv: list[str]) -> str | None:
-    """None if argv parses; else the parser's own error message."""
+def parse_or_message(parse, argv: list[str]) -> str | None:
+    """None if `parse(argv)` accepts argv; else the parser's own error message."""
     err = io.StringIO()
     try:
         with contextlib.redirect_stderr(err):
-            parser.parse_args(argv)
+            parse(argv)
     except SystemExit:
         lines = [ln for ln in err.getvalue().splitlines() if ln.strip()]
         return lines[-1] if lines else "rejected by the parser"
     return None
 
 
-def check_config(config: dict) -> list[Problem]:
-    from servelab.vllm_bench import BenchServe
+class VLLMParsers:
+    def __init__(self):
+        from servelab.vllm_bench import BenchServe
 
-    serve_parser = vllm_serve_parser()
-    bench = BenchServe()
+        self.serve = vllm_serve_parser().parse_args
+        self.bench = BenchServe()
+
+    def server_argv(self, cmd: list[str]) -> list[str]:
+        return cmd[cmd.index("serve") + 1:]
+
+    def client(self, argv: list[str]):
+        return self.bench.parser().parse_args(argv)
+
+
+class SGLangParsers:
+    """SGLang's own server parser (ServerArgs.add_cli_args) and its bench client's options."""
+
+    def __init__(self):
+        import argparse
+
+        from sglang.srt.server_args import ServerArgs
+
+        parser = argparse.ArgumentParser(prog="sglang.launch_server")
+        ServerArgs.add_cli_args(parser)
+        self.serve = parser.parse_args
+        self.client_options: set[str] | None = None
+
+    def server_argv(self, cmd: list[str]) -> list[str]:
+        return cmd[cmd.index("sglang.launch_server") + 1:]
+
+    def client(self, argv: list[str]):
+        """The options `python -m sglang.bench_serving` defines, read from its source
+        (importing it pulls in torchvision, which cannot import beside a CPU torch):
+        unknown options are caught, value types are not."""
+        if self.client_options is None:
+            self.client_options = sglang_bench_options()
+        unknown = [a for a in argv if a.startswith("--") and a.split("=")[0] not in self.client_options]
+        if unknown:
+            print(f"sglang.bench_serving: error: unrecognized arguments: {' '.join(unknown)}", file=sys.stderr)
+            raise SystemExit(2)
+        return argv
+
+
+def sglang_bench_options() -> set[str]:
+    import ast
+    import importlib.util
+
+    source = open(importlib.util.find_spec("sglang.benchmark.serving").origin).read()
+    options = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "add_argument":
+            options |= {a.value for a in node.args if isinstance(a, ast.Constant) and str(a.value).startswith("--")}
+    return options
+
+
+PARSERS = {"vllm": VLLMParsers, "sglang": SGLangParsers}
+
+
+def check_config(config: dict, engines: list[str] | None = None) -> list[Problem]:
+    """Problems of every server and client command of the config's experiments
+    (of `engines` only, if given)."""
+    from servelab.engines import ENGINES
+
+    parsers: dict = {}
     problems = []
     for name, exp in config["experiments"].items():
+        if engines is not None and exp["engine"] not in engines:
+            continue
+        engine = ENGINES[exp["engine"]]
+        if exp["engine"] not in parsers:
+            parsers[exp["engine"]] = PARSERS[exp["engine"]]()
+        parser = parsers[exp["engine"]]
         for sp, knobs in server_points(exp).items():
-            cmd = commands.vllm_serve_command("MODEL", 8000, engine_flags(knobs), f"servelab-{name}")
-            msg = parse_or_message(serve_parser, cmd[cmd.index("serve") + 1:])
+            cmd = engine.serve_command("MODEL", 8000, engine_flags(knobs), f"servelab-{name}")
+            msg = parse_or_message(parser.serve, parser.server_argv(cmd))
             if msg:
-                problems.append(Problem(name, sp, "vllm serve", msg))
+                problems.append(Problem(name, sp, f"{engine.name} server", msg))
+        builtin = config["datasets"][exp["dataset"]].get("builtin")
         for knobs in client_points(exp):
-            builtin = config["datasets"][exp["dataset"]].get("builtin")
-            argv = commands.vllm_bench_serve_args("MODEL", "served", 8000, builtin or "sharegpt",
-                                                  None if builtin else "data.json", knobs, ".", "x.json")
-            msg = parse_or_message(bench.parser(), argv)
+            argv = engine.client_args("MODEL", "served", 8000, builtin or "sharegpt",
+                                      None if builtin else "data.json", knobs, "/tmp")
+            msg = parse_or_message(parser.client, argv)
             if msg:
-                problems.append(Problem(name, point_id(knobs), "vllm bench serve", msg))
+                problems.append(Problem(name, point_id(knobs), f"{engine.name} benchmark client", msg))
     return problems
 
 

@@ -38,7 +38,7 @@ class BenchServe:
     def parse(self, argv: list[str]):
         return self.parser().parse_args(argv)
 
-    def run(self, argv: list[str], log: Path) -> dict:
+    def run(self, argv: list[str], log: Path) -> dict:  # the result is also saved as JSON
         """Run one benchmark; its report and progress bar go to `log`."""
         args = self.parse(argv)
         with open(log, "a") as out, contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):

@@ -68,9 +68,9 @@ def test_validate_reports_experiment_point_and_flag(local_config):
     local_config["experiments"]["week01"]["server"]["grid"] = {"num_speculative_tokens": [4]}
     local_config["experiments"]["week01"]["client"]["args"]["request_rate_typo"] = 3
     problems = [str(p) for p in check_config(local_config)]
-    assert any("week01 [num_speculative_tokens=4] vllm serve" in p and "--num-speculative-tokens" in p
+    assert any("week01 [num_speculative_tokens=4] vllm server" in p and "--num-speculative-tokens" in p
                for p in problems), problems
-    assert any("vllm bench serve" in p and "--request-rate-typo" in p for p in problems), problems
+    assert any("vllm benchmark client" in p and "--request-rate-typo" in p for p in problems), problems
 
 
 def test_validate_passes_the_shipped_configs(course_config, local_config):

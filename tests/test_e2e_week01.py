@@ -93,6 +93,13 @@ def test_local_week01_sweep_produces_plausible_table_and_figures(workdir, first_
           f"{record['server_startup_s']:.1f}s, benchmark durations {table['duration_s'].sum():.1f}s")
 
 
+def test_report_holds_the_figures_and_table(workdir, first_run):
+    snakemake(workdir, *LOCAL, "--report", "report.html")
+    html = (workdir / "report.html").read_text(errors="replace")
+    for name in ("ttft_vs_rate.png", "itl_vs_rate.png", "throughput_vs_rate.png", "metrics.csv"):
+        assert name in html
+
+
 def test_no_session_process_is_left_after_a_run(workdir, first_run):
     assert processes_mentioning(str(workdir)) == []
 

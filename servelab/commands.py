@@ -66,5 +66,15 @@ def vllm_bench_serve_args(model: str, served_name: str, port: int, dataset_name:
     ]
 
 
+def vllm_offline_command(tool: str, model: str, engine_knobs: dict, client_knobs: dict,
+                         dataset_name: str, dataset_path: str | None, out_json: str) -> list[str]:
+    """`vllm bench throughput|latency`: the engine runs in the benchmark's own process."""
+    dataset = []
+    if tool == "throughput":
+        dataset = ["--dataset-name", dataset_name] + (["--dataset-path", dataset_path] if dataset_path else [])
+    return [sys.executable, "-m", "servelab.vllm_cli", "bench", tool, "--model", model, *dataset,
+            "--output-json", out_json, *to_flags(engine_knobs), *to_flags(client_knobs)]
+
+
 def shell_line(cmd: list[str]) -> str:
     return shlex.join(cmd)

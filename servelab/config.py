@@ -37,7 +37,13 @@ def check(config: dict) -> None:
             both = set(part.get("args", {})) & set(part.get("grid", {}))
             if both:
                 problems.append(f"{where}.{side}: knob(s) {sorted(both)} are both fixed in args and swept in grid")
-        if not any("num_prompts" in p for p in client_points(exp)):
+        offline = exp.get("kind", "serve") == "offline"
+        if offline and (exp["engine"] != "vllm" or "tool" not in exp):
+            problems.append(f"{where}: kind offline needs engine vllm and a tool (throughput or latency)")
+        if not offline and "tool" in exp:
+            problems.append(f"{where}.tool: only offline experiments take a tool")
+        needs_prompts = not offline or exp.get("tool") == "throughput"
+        if needs_prompts and not any("num_prompts" in p for p in client_points(exp)):
             problems.append(f"{where}.client: num_prompts is missing (set it in args or grid)")
         columns = set(swept_knobs(exp)) | METRIC_COLUMNS
         for fig, spec in exp.get("figures", {}).items():
@@ -56,7 +62,8 @@ def _metric_columns() -> set[str]:
     lat = {f"{lat}_{stat}_ms" for lat in LATENCIES for stat in STATS}
     return lat | set(SCALARS.values()) | {"request_rate", "achieved_rate_rps", "server_startup_s",
                                           "samples_ttft", "samples_itl", "valid", "experiment",
-                                          "server_point", "model"}
+                                          "server_point", "model", "latency_mean_s",
+                                          "latency_p50_s", "latency_p90_s", "latency_p99_s"}
 
 
 METRIC_COLUMNS = _metric_columns()

@@ -39,8 +39,24 @@ def requested_rate(value) -> float:
     return math.inf if value in (None, "inf") else float(value)
 
 
+def offline_row(bench: dict) -> dict:
+    """One saved `vllm bench throughput` or `vllm bench latency` result."""
+    if "avg_latency" in bench:
+        pct = bench.get("percentiles", {})
+        return {"latency_mean_s": bench["avg_latency"], "latency_p50_s": pct.get("50"),
+                "latency_p90_s": pct.get("90"), "latency_p99_s": pct.get("99"),
+                "samples_latency": len(bench.get("latencies") or [])}
+    return {"completed": bench["num_requests"], "duration_s": bench["elapsed_time"],
+            "request_throughput_rps": bench["requests_per_second"],
+            "total_token_throughput_tps": bench["tokens_per_second"],
+            "total_tokens": bench["total_num_tokens"]}
+
+
 def bench_row(bench: dict) -> dict:
-    """Latency statistics and throughputs of one saved `vllm bench serve` result."""
+    """Latency statistics and throughputs of one saved `vllm bench serve` result
+    (or of an offline benchmark: see offline_row)."""
+    if "elapsed_time" in bench or "avg_latency" in bench:
+        return offline_row(bench)
     row = {new: bench.get(old) for old, new in SCALARS.items()}
     for lat in LATENCIES:
         for stat in STATS:
@@ -74,7 +90,8 @@ def point_row(record: dict, bench: dict) -> dict:
         # server knobs by their own name (prefixed only where a client knob has the same one)
         **{(f"server.{k}" if k in knobs else k): v for k, v in server.items()},
         **{k: v for k, v in knobs.items() if k != "request_rate"},
-        "request_rate": requested,
+        # offline benchmarks have no arrival rate
+        **({"request_rate": requested} if "request_rate" in knobs or "request_rate" in bench else {}),
         **bench_row(bench),
         "server_startup_s": record.get("server_startup_s"),
         "engine_version": record["identity"].get("engine_version"),

@@ -20,7 +20,7 @@ from servelab import commands, provenance
 from servelab.engines import ENGINES
 from servelab.atomic import write_text
 from servelab.experiments import point_id
-from servelab.server import Server, ServerError, free_port, terminate_on_sigterm
+from servelab.server import Server, free_port, log_tail, terminate_on_sigterm
 from servelab.store import PointStore, identity_hash
 
 
@@ -38,6 +38,8 @@ class SessionSpec:
     client_points: list[dict]
     store_dir: str
     startup_timeout_s: float = 1800.0
+    kind: str = "serve"          # serve, or offline (vllm bench throughput/latency)
+    tool: str | None = None
     env: dict = field(default_factory=dict)
     config_hash: str = ""
     workflow_dir: str = "."
@@ -58,6 +60,7 @@ def point_identity(spec: SessionSpec, client: dict, engine_version: str | None, 
         "engine_version": engine_version,
         "model": spec.model_identity,
         "dataset": spec.dataset_identity,
+        **({"kind": f"offline:{spec.tool}"} if spec.kind == "offline" else {}),
         "server": spec.server_knobs,
         "client": client,
         "hardware": hardware,
@@ -81,12 +84,18 @@ def server_env(spec: SessionSpec, tmpdir: str) -> dict:
     return env
 
 
+def new_session_dir(spec: SessionSpec) -> tuple[str, Path]:
+    """Where a session keeps its logs and commands, beside the points it measures."""
+    name = f"{spec.server_point}-{time.strftime('%Y%m%dT%H%M%S')}"
+    path = Path(spec.store_dir) / "sessions" / name
+    path.mkdir(parents=True, exist_ok=True)
+    return name, path
+
+
 def measure(spec: SessionSpec, missing: list[tuple[str, dict, dict]], store: PointStore,
-            hardware: dict, engine_version: str | None) -> None:
+            hardware: dict) -> None:
     """Launch the server and measure `missing` [(key, client knobs, identity)]."""
-    session_name = f"{spec.server_point}-{time.strftime('%Y%m%dT%H%M%S')}"
-    session_dir = Path(spec.store_dir) / "sessions" / session_name
-    session_dir.mkdir(parents=True, exist_ok=True)
+    session_name, session_dir = new_session_dir(spec)
     engine = ENGINES[spec.engine]
     port = free_port()
     serve_cmd = engine.serve_command(spec.model_path, port, spec.server_knobs, spec.served_name)
@@ -114,31 +123,65 @@ def measure(spec: SessionSpec, missing: list[tuple[str, dict, dict]], store: Poi
                                        f"see {session_dir / 'bench.log'}") from exc
                 server.check_alive(f"during client point {name}")
                 wall_s = time.monotonic() - started
-                record = {
-                    "key": key,
-                    "identity": identity,
-                    "experiment": spec.experiment,
-                    "server_point": spec.server_point,
-                    "client_knobs": knobs,
-                    "session": session_name,
-                    "server_startup_s": startup_s,
-                    "client_wall_s": wall_s,
-                    "provenance": {
-                        "serve_command": commands.shell_line(serve_cmd),
-                        "bench_args": commands.shell_line(argv),
-                        "python": sys.version.split()[0],
-                        "packages": {p: provenance.package_version(p) for p in
-                                 (*engine.distributions, "torch", "transformers")},
-                        "hardware": hardware,
-                        "job_env": provenance.job_environment(),
-                        "config_hash": spec.config_hash,
-                        "git_commit": provenance.git_commit(spec.workflow_dir),
-                    },
-                }
+                record = point_record(spec, key, identity, knobs, session_name, hardware,
+                                      engine.distributions, commands.shell_line(serve_cmd),
+                                      commands.shell_line(argv), startup_s, wall_s)
                 # the engine's saved result, in one layout whatever the engine
                 (raw_dir / "result.json").write_text(json.dumps(engine.read_result(raw_dir)))
                 store.save(key, record, {"bench.json": raw_dir / "result.json"})
                 log(f"[{n}/{len(missing)}] {name}: measured in {wall_s:.1f}s")
+
+
+def point_record(spec: SessionSpec, key: str, identity: dict, knobs: dict, session_name: str,
+                 hardware: dict, distributions: tuple, command: str, client_command: str,
+                 startup_s: float | None, wall_s: float) -> dict:
+    return {
+        "key": key,
+        "identity": identity,
+        "experiment": spec.experiment,
+        "server_point": spec.server_point,
+        "client_knobs": knobs,
+        "session": session_name,
+        "server_startup_s": startup_s,
+        "client_wall_s": wall_s,
+        "provenance": {
+            "serve_command": command,
+            "bench_args": client_command,
+            "python": sys.version.split()[0],
+            "packages": {p: provenance.package_version(p) for p in (*distributions, "torch", "transformers")},
+            "hardware": hardware,
+            "job_env": provenance.job_environment(),
+            "config_hash": spec.config_hash,
+            "git_commit": provenance.git_commit(spec.workflow_dir),
+        },
+    }
+
+
+def measure_offline(spec: SessionSpec, missing: list[tuple[str, dict, dict]], store: PointStore,
+                    hardware: dict) -> None:
+    """`vllm bench throughput|latency` per missing point: the engine lives in the
+    benchmark's process, run in its own process group and torn down like a server."""
+    session_name, session_dir = new_session_dir(spec)
+    with tempfile.TemporaryDirectory(prefix="servelab-") as tmpdir:
+        for n, (key, knobs, identity) in enumerate(missing, 1):
+            name = point_id(knobs_swept(knobs, spec))
+            raw = Path(tmpdir) / f"{key}.json"
+            cmd = commands.vllm_offline_command(spec.tool, spec.model_path, spec.server_knobs, knobs,
+                                                spec.dataset_name, spec.dataset_path, str(raw))
+            started = time.monotonic()
+            bench = Server(cmd, 0, session_dir / f"{spec.tool}.log", env=server_env(spec, tmpdir))
+            with bench:
+                log(f"[{n}/{len(missing)}] {name}: vllm bench {spec.tool} (log {bench.log})")
+                code = bench.proc.wait()
+            if code != 0 or not raw.exists():
+                raise RuntimeError(f"vllm bench {spec.tool} failed (exit code {code}) at point {name}; "
+                                   f"log: {bench.log}\n{log_tail(bench.log)}")
+            wall_s = time.monotonic() - started
+            record = point_record(spec, key, identity, knobs, session_name, hardware,
+                                  ENGINES["vllm"].distributions, commands.shell_line(cmd), "",
+                                  None, wall_s)
+            store.save(key, record, {"bench.json": raw})
+            log(f"[{n}/{len(missing)}] {name}: measured in {wall_s:.1f}s")
 
 
 def knobs_swept(knobs: dict, spec: SessionSpec) -> dict:
@@ -160,8 +203,10 @@ def run(spec: SessionSpec, view_path: str | Path) -> list[dict]:
     missing = [p for p in points if not store.has(p[0])]
     log(f"{spec.experiment}/{spec.server_point}: {len(points)} client point(s), "
         f"{len(points) - len(missing)} already measured, {len(missing)} to measure")
-    if missing:
-        measure(spec, missing, store, hardware, engine_version)
+    if missing and spec.kind == "offline":
+        measure_offline(spec, missing, store, hardware)
+    elif missing:
+        measure(spec, missing, store, hardware)
     view = [store.load(key) for key, _, _ in points]
     write_text(view_path, json.dumps(view, indent=2, sort_keys=True, default=str))
     return view

@@ -108,6 +108,35 @@ def sglang_bench_options() -> set[str]:
 PARSERS = {"vllm": VLLMParsers, "sglang": SGLangParsers}
 
 
+def vllm_offline_parser(tool: str):
+    """`vllm bench throughput|latency`'s own parser (engine arguments included)."""
+    import importlib
+
+    from servelab.vllm_cli import patch_version_lookup
+
+    patch_version_lookup()
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+    parser = FlexibleArgumentParser(prog=f"vllm bench {tool}")
+    importlib.import_module(f"vllm.benchmarks.{tool}").add_cli_args(parser)
+    return parser.parse_args
+
+
+def check_offline(name: str, exp: dict, config: dict, parse) -> list[Problem]:
+    from servelab import commands
+
+    builtin = config["datasets"][exp["dataset"]].get("builtin")
+    problems = []
+    for sp, knobs in server_points(exp).items():
+        for client in client_points(exp):
+            cmd = commands.vllm_offline_command(exp["tool"], "MODEL", engine_flags(knobs), client,
+                                                builtin or "sharegpt", None if builtin else "d.json", "o.json")
+            msg = parse_or_message(parse, cmd[cmd.index(exp["tool"]) + 1:])
+            if msg:
+                problems.append(Problem(name, f"{sp} {point_id(client)}", f"vllm bench {exp['tool']}", msg))
+    return problems
+
+
 def check_config(config: dict, engines: list[str] | None = None) -> list[Problem]:
     """Problems of every server and client command of the config's experiments
     (of `engines` only, if given)."""
@@ -117,6 +146,11 @@ def check_config(config: dict, engines: list[str] | None = None) -> list[Problem
     problems = []
     for name, exp in config["experiments"].items():
         if engines is not None and exp["engine"] not in engines:
+            continue
+        if exp.get("kind") == "offline":
+            if exp["tool"] not in parsers:
+                parsers[exp["tool"]] = vllm_offline_parser(exp["tool"])
+            problems += check_offline(name, exp, config, parsers[exp["tool"]])
             continue
         engine = ENGINES[exp["engine"]]
         if exp["engine"] not in parsers:

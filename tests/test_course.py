@@ -30,7 +30,7 @@ def test_slurm_profile_dry_run_lists_every_experiment_with_its_gpus(tmp_path, co
     took = time.monotonic() - started
     jobs = dry_run_jobs(proc.stdout + proc.stderr)
     sessions = {(j["wildcards"]["experiment"], j["wildcards"]["server_point"]): j
-                for j in jobs if j["rule"] == "serve_session"}
+                for j in jobs if j["rule"] in ("serve_session", "offline_session")}
     expected = {(name, sp) for name, exp in course_config["experiments"].items() for sp in server_points(exp)}
     assert set(sessions) == expected
     tables = {j["wildcards"]["experiment"] for j in jobs if j["rule"] == "metrics_table"}
@@ -42,7 +42,7 @@ def test_slurm_profile_dry_run_lists_every_experiment_with_its_gpus(tmp_path, co
     assert sessions[("week13", "tensor_parallel_size=4")]["resources"]["gpu"] == "4"
     assert sessions[("week14", "enable_expert_parallel=true")]["resources"]["gpu"] == "2"
     for job in jobs:
-        if job["rule"] != "serve_session":
+        if job["rule"] not in ("serve_session", "offline_session"):
             assert "gpu" not in job["resources"] and job["resources"].get("slurm_partition", "cpu") == "cpu"
     print(f"\ndry run of {len(course_config['experiments'])} experiments, {len(jobs)} jobs: {took:.2f}s")
 

@@ -93,6 +93,20 @@ def test_local_week01_sweep_produces_plausible_table_and_figures(workdir, first_
           f"{record['server_startup_s']:.1f}s, benchmark durations {table['duration_s'].sum():.1f}s")
 
 
+def test_offline_weeks_run_for_real(workdir, first_run):
+    latency = pd.read_csv(workdir / "results/week03/metrics.csv").set_index("batch_size")
+    assert sorted(latency.index) == [1, 8]
+    assert latency["valid"].all() and (latency["samples_latency"] == 5).all()
+    assert 0 < latency.loc[1, "latency_p50_s"] < latency.loc[8, "latency_p50_s"]
+    throughput = pd.read_csv(workdir / "results/week04/metrics.csv").set_index("max_num_seqs")
+    assert sorted(throughput.index) == [1, 8]
+    assert (throughput["completed"] == 40).all() and throughput["valid"].all()
+    # batching more sequences per step raises offline throughput
+    assert throughput.loc[8, "total_token_throughput_tps"] > 1.5 * throughput.loc[1, "total_token_throughput_tps"]
+    for fig in ("week03/latency_vs_batch.png", "week04/throughput_vs_seqs.png"):
+        assert (workdir / "results" / fig).read_bytes()[:4] == b"\x89PNG"
+
+
 def test_report_holds_the_figures_and_table(workdir, first_run):
     snakemake(workdir, *LOCAL, "--report", "report.html")
     html = (workdir / "report.html").read_text(errors="replace")
@@ -128,9 +142,10 @@ def test_changing_one_knob_reruns_only_what_depends_on_it(workdir, first_run):
         "args": {"num_prompts": 41}}}}})
     assert rules_to_run(workdir, *prompts) == {"all": 1, "figure": 3, "metrics_table": 1,
                                                "serve_session": 1}
+    # a new model invalidates every measurement made with it (weeks 1, 3, 4 here)
     recipe = with_overlay(workdir, "recipe.yaml", {"models": {"tiny_llama": {"tiny": {"seed": 7}}}})
-    assert rules_to_run(workdir, *recipe) == {"all": 1, "figure": 3, "metrics_table": 1,
-                                              "serve_session": 1, "tiny_model": 1}
+    assert rules_to_run(workdir, *recipe) == {"all": 1, "figure": 5, "metrics_table": 3, "serve_session": 1,
+                                              "offline_session": 3, "tiny_model": 1}
 
 
 def test_adding_one_rate_measures_exactly_one_point(workdir, first_run):

@@ -68,3 +68,13 @@ def test_table_joins_views_with_the_store(tmp_path, record, bench):
     table = metrics.table([view], store)
     assert len(table) == 1
     assert table.loc[0, "point_key"] == record["key"]
+
+
+def test_offline_results_parse():
+    latency = metrics.bench_row(json.loads((DATA / "vllm_bench_latency.json").read_text()))
+    assert latency["samples_latency"] == 5
+    assert 0 < latency["latency_p50_s"] <= latency["latency_p99_s"]
+    assert latency["latency_mean_s"] == pytest.approx(0.0596, abs=1e-4)
+    throughput = metrics.bench_row(json.loads((DATA / "vllm_bench_throughput.json").read_text()))
+    assert throughput["completed"] == 40 and throughput["total_tokens"] == 6419
+    assert throughput["total_token_throughput_tps"] == pytest.approx(6419 / throughput["duration_s"], rel=1e-6)

@@ -30,6 +30,10 @@ def kind_of(section, key):
     return [name for name, spec in config[section].items() if key in spec]
 
 
+def experiments_of_kind(kind):
+    return [name for name, exp in EXPERIMENTS.items() if exp["kind"] == kind]
+
+
 wildcard_constraints:
     experiment=names_regex(EXPERIMENTS),
     server_point=r"[^/]+",
@@ -79,6 +83,8 @@ def session_params(wildcards):
     engine = config["engines"][exp["engine"]]
     return {
         "engine": exp["engine"],
+        "kind": exp["kind"],
+        "tool": exp.get("tool"),
         "model_identity": servelab_config.model_identity(config, ex.point_model(exp, knobs)),
         "dataset_identity": servelab_config.dataset_identity(config, exp["dataset"]),
         "dataset_name": config["datasets"][exp["dataset"]].get("builtin", "sharegpt"),

@@ -1,4 +1,4 @@
-"""Rule serve_session: launch one server point, measure the client points it lacks."""
+"""Rules serve_session, offline_session: measure the points of one server point the store lacks."""
 import os
 
 from servelab import config as servelab_config
@@ -12,6 +12,8 @@ spec = SessionSpec(
     experiment=snakemake.wildcards.experiment,
     server_point=snakemake.wildcards.server_point,
     engine=p["engine"],
+    kind=p["kind"],
+    tool=p["tool"],
     model_path=os.path.abspath(snakemake.input.model),
     model_identity=p["model_identity"],
     dataset_name=p["dataset_name"],

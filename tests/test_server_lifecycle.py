@@ -1,5 +1,4 @@
 """Server lifecycle on a real process tree: health deadline, teardown, signals."""
-import os
 import signal
 import subprocess
 import sys

@@ -15,12 +15,13 @@ import sys
 from servelab.experiments import format_value
 
 
-def to_flags(knobs: dict, false_flags: bool = True) -> list[str]:
+def to_flags(knobs: dict, false_flags: bool = True, snake: bool = False) -> list[str]:
     """Flags of a knob dict. `false_flags`: False renders as `--no-KNOB` (vLLM's
-    boolean options); engines with plain store_true flags (SGLang) omit it."""
+    boolean options); engines with plain store_true flags (SGLang) omit it.
+    `snake`: keep underscores in flag names (lm-eval's --num_fewshot)."""
     flags: list[str] = []
     for key, value in knobs.items():
-        flag = "--" + key.replace("_", "-")
+        flag = "--" + (key if snake else key.replace("_", "-"))
         if value is None:
             continue
         if value is True:

@@ -10,6 +10,11 @@ import hashlib
 import json
 
 from servelab.experiments import client_points, swept_knobs
+from servelab.lm_eval_client import column_prefixes
+
+# which engines serve, and the offline benchmarks each engine has
+SERVING_ENGINES = ("vllm", "sglang")
+OFFLINE_TOOLS = {"vllm": ("throughput", "latency"), "transformers": ("static_batch",)}
 
 
 class ConfigError(ValueError):
@@ -21,6 +26,7 @@ def check(config: dict) -> None:
     for name in config.get("run") or []:
         if name not in config["experiments"]:
             problems.append(f"run: unknown experiment {name!r} (known: {sorted(config['experiments'])})")
+    tasks_seen: dict = {}
     for name, exp in config["experiments"].items():
         where = f"experiments.{name}"
         for section in ("model", "dataset", "engine"):
@@ -38,19 +44,42 @@ def check(config: dict) -> None:
             if both:
                 problems.append(f"{where}.{side}: knob(s) {sorted(both)} are both fixed in args and swept in grid")
         offline = exp.get("kind", "serve") == "offline"
-        if offline and (exp["engine"] != "vllm" or "tool" not in exp):
-            problems.append(f"{where}: kind offline needs engine vllm and a tool (throughput or latency)")
+        tools = OFFLINE_TOOLS.get(exp["engine"], ())
+        if offline and exp.get("tool") not in tools:
+            problems.append(f"{where}: kind offline with engine {exp['engine']} needs tool one of {list(tools)} "
+                            f"(got {exp.get('tool')!r})")
         if not offline and "tool" in exp:
             problems.append(f"{where}.tool: only offline experiments take a tool")
-        needs_prompts = not offline or exp.get("tool") == "throughput"
+        if not offline and exp["engine"] not in SERVING_ENGINES:
+            problems.append(f"{where}: engine {exp['engine']} has no server; use kind offline")
+        generated = exp.get("eval", {}).get("generated_task")
+        if generated and generated["name"] not in exp["eval"]["tasks"]:
+            problems.append(f"{where}.eval.generated_task: {generated['name']!r} is not among eval.tasks "
+                            f"{exp['eval']['tasks']}")
+        if generated and tasks_seen.setdefault(generated["name"], generated) != generated:
+            problems.append(f"{where}.eval.generated_task: another experiment defines {generated['name']!r} "
+                            f"differently")
+        if exp.get("eval") and offline:
+            problems.append(f"{where}.eval: lm-eval runs against a server; kind offline has none")
+        random_data = config["datasets"].get(exp["dataset"], {}).get("builtin") == "random"
+        if exp.get("tool") == "throughput" and random_data:
+            for knob in ("input_len", "output_len", "prefix_len"):
+                if any(knob in p for p in client_points(exp)):
+                    problems.append(f"{where}.client.{knob}: vllm bench throughput ignores it on the random "
+                                    f"dataset (its random_{knob} default wins); use random_{knob}")
+        needs_prompts = not offline or exp.get("tool") in ("throughput", "static_batch")
         if needs_prompts and not any("num_prompts" in p for p in client_points(exp)):
             problems.append(f"{where}.client: num_prompts is missing (set it in args or grid)")
-        columns = set(swept_knobs(exp)) | METRIC_COLUMNS
         for fig, spec in exp.get("figures", {}).items():
+            joined = [o for o in spec.get("also_from", []) if o in config["experiments"]]
+            for other in set(spec.get("also_from", [])) - set(joined):
+                problems.append(f"{where}.figures.{fig}.also_from: unknown experiment {other!r}")
+            columns = METRIC_COLUMNS | {c for e in [name, *joined] for c in swept_knobs(config["experiments"][e])}
+            prefixes = tuple(p for e in [name, *joined] for p in column_prefixes(config["experiments"][e].get("eval", {})))
             ys = spec["y"] if isinstance(spec["y"], list) else [spec["y"]]
             for key, col in [("x", spec["x"]), *(("y", y) for y in ys),
-                             *((k, spec[k]) for k in ("hue", "col") if k in spec)]:
-                if col not in columns:
+                             *((k, spec[k]) for k in ("hue", "col", "size") if k in spec)]:
+                if col not in columns and not col.startswith(prefixes or ("\0",)):
                     problems.append(f"{where}.figures.{fig}.{key}: unknown column {col!r}")
     if problems:
         raise ConfigError("invalid config:\n  " + "\n  ".join(problems))
@@ -63,10 +92,18 @@ def _metric_columns() -> set[str]:
     return lat | set(SCALARS.values()) | {"request_rate", "achieved_rate_rps", "server_startup_s",
                                           "samples_ttft", "samples_itl", "valid", "experiment",
                                           "server_point", "model", "latency_mean_s",
-                                          "latency_p50_s", "latency_p90_s", "latency_p99_s"}
+                                          "latency_p50_s", "latency_p90_s", "latency_p99_s",
+                                          "kv_cache_tokens", "kv_cache_blocks", "max_concurrency_x",
+                                          "weights_gib", "padding_fraction", "total_tokens"}
 
 
 METRIC_COLUMNS = _metric_columns()
+
+
+def generated_eval_tasks(config: dict) -> dict[str, dict]:
+    """{task name: generated_task spec} over all experiments (check() made names unique)."""
+    return {exp["eval"]["generated_task"]["name"]: exp["eval"]["generated_task"]
+            for exp in config["experiments"].values() if "generated_task" in exp.get("eval", {})}
 
 
 def config_hash(config: dict) -> str:

@@ -34,6 +34,11 @@ class VLLM:
     def read_result(self, out_dir: Path) -> dict:
         return json.loads((Path(out_dir) / "bench.json").read_text())
 
+    def offline_command(self, tool, model, engine_knobs, client_knobs, dataset_name, dataset_path,
+                        out_json) -> list[str]:
+        return commands.vllm_offline_command(tool, model, engine_knobs, client_knobs, dataset_name,
+                                             dataset_path, out_json)
+
 
 class SGLang:
     name = "sglang"
@@ -81,4 +86,16 @@ class SGLangBenchClient:
                            stderr=subprocess.STDOUT, check=True)
 
 
-ENGINES = {"vllm": VLLM(), "sglang": SGLang()}
+class Transformers:
+    """HF transformers `generate` in static batches (servelab.hf_static): offline only."""
+    name = "transformers"
+    distributions = ("transformers",)
+
+    def offline_command(self, tool, model, engine_knobs, client_knobs, dataset_name, dataset_path,
+                        out_json) -> list[str]:
+        dataset = ["--dataset-name", dataset_name] + (["--dataset-path", dataset_path] if dataset_path else [])
+        return [sys.executable, "-m", "servelab.hf_static", "--model", model, *dataset,
+                "--output-json", out_json, *commands.to_flags(engine_knobs), *commands.to_flags(client_knobs)]
+
+
+ENGINES = {"vllm": VLLM(), "sglang": SGLang(), "transformers": Transformers()}

@@ -13,6 +13,8 @@ import re
 
 # knobs of a server point that servelab consumes itself rather than passing as flags
 MODEL_KNOB = "model"
+# the client point that runs lm-eval against the server instead of a load benchmark
+EVAL_KNOB = "lm_eval"
 
 
 def grid_points(grid: dict) -> list[dict]:
@@ -81,6 +83,12 @@ def client_points(exp: dict) -> list[dict]:
     """Full client knobs of every load point (fixed args overlaid by the grid point)."""
     client = exp.get("client", {})
     return [{**client.get("args", {}), **p} for p in grid_points(client.get("grid", {}))]
+
+
+def session_points(exp: dict) -> list[dict]:
+    """What one server's session measures: the load points, then lm-eval if the
+    experiment has an `eval` section."""
+    return client_points(exp) + ([{EVAL_KNOB: exp["eval"]}] if exp.get("eval") else [])
 
 
 def swept_knobs(exp: dict) -> list[str]:

@@ -10,6 +10,10 @@ import json
 import math
 from pathlib import Path
 
+from servelab.experiments import EVAL_KNOB
+from servelab.lm_eval_client import accuracy_columns
+from servelab.server_log import kv_blocks
+
 LATENCIES = ("ttft", "tpot", "itl", "e2el")
 STATS = ("mean", "p50", "p90", "p99")
 SCALARS = {
@@ -46,10 +50,15 @@ def offline_row(bench: dict) -> dict:
         return {"latency_mean_s": bench["avg_latency"], "latency_p50_s": pct.get("50"),
                 "latency_p90_s": pct.get("90"), "latency_p99_s": pct.get("99"),
                 "samples_latency": len(bench.get("latencies") or [])}
-    return {"completed": bench["num_requests"], "duration_s": bench["elapsed_time"],
-            "request_throughput_rps": bench["requests_per_second"],
-            "total_token_throughput_tps": bench["tokens_per_second"],
-            "total_tokens": bench["total_num_tokens"]}
+    row = {"completed": bench["num_requests"], "duration_s": bench["elapsed_time"],
+           "request_throughput_rps": bench["requests_per_second"],
+           "total_token_throughput_tps": bench["tokens_per_second"],
+           "total_tokens": bench["total_num_tokens"]}
+    if "output_tokens_per_second" in bench:  # servelab.hf_static's static batching
+        row.update(output_throughput_tps=bench["output_tokens_per_second"],
+                   total_output_tokens=bench["total_output_tokens"],
+                   padding_fraction=bench["padding_fraction"])
+    return row
 
 
 def bench_row(bench: dict) -> dict:
@@ -65,6 +74,14 @@ def bench_row(bench: dict) -> dict:
     row["samples_itl"] = sum(len(x) for x in bench.get("itls") or [])
     row["achieved_rate_rps"] = achieved_arrival_rate(bench.get("start_times") or [])
     return row
+
+
+def server_facts_columns(facts: dict, block_size) -> dict:
+    """What the server printed at start-up: KV cache capacity and weight memory."""
+    return {"kv_cache_tokens": facts.get("kv_cache_tokens"),
+            "kv_cache_blocks": kv_blocks(facts.get("kv_cache_tokens"), block_size),
+            "max_concurrency_x": facts.get("max_concurrency_x"),
+            "weights_gib": facts.get("weights_gib")}
 
 
 def validity(row: dict, requested: float, num_prompts: int | None) -> list[str]:
@@ -94,6 +111,7 @@ def point_row(record: dict, bench: dict) -> dict:
         **({"request_rate": requested} if "request_rate" in knobs or "request_rate" in bench else {}),
         **bench_row(bench),
         "server_startup_s": record.get("server_startup_s"),
+        **server_facts_columns(record.get("server_facts") or {}, server.get("block_size")),
         "engine_version": record["identity"].get("engine_version"),
         "hardware": record["identity"]["hardware"].get("cpu") if not record["identity"]["hardware"].get("gpus")
         else "; ".join(record["identity"]["hardware"]["gpus"]),
@@ -107,12 +125,18 @@ def point_row(record: dict, bench: dict) -> dict:
 
 
 def table(view_files: list[str | Path], store_dir: str | Path):
-    """Concatenate the session views of one experiment into its tidy table."""
+    """Concatenate the session views of one experiment into its tidy table.
+    A server point's lm-eval accuracy (week 12) joins each of its load rows."""
     import pandas as pd
 
     rows = []
     for view_file in view_files:
+        accuracy, server_rows = {}, []
         for record in json.loads(Path(view_file).read_text()):
-            bench = json.loads((Path(store_dir) / record["key"] / "bench.json").read_text())
-            rows.append(point_row(record, bench))
+            result = json.loads((Path(store_dir) / record["key"] / "bench.json").read_text())
+            if EVAL_KNOB in record["client_knobs"]:
+                accuracy.update(accuracy_columns(result))
+            else:
+                server_rows.append(point_row(record, result))
+        rows += [{**row, **accuracy} for row in server_rows]
     return pd.DataFrame(rows)

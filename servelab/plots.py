@@ -1,6 +1,7 @@
 """Figures declared in config, drawn from an experiment's tidy table.
 
-A figure spec: {x, y (a column or a list), xlabel, ylabel, hue?, col?, title?}.
+A figure spec: {x, y (a column or a list), xlabel, ylabel, hue?, col?, size?,
+kind? (line|scatter), title?, also_from? (other experiments whose rows join)}.
 Several y columns are drawn as one line each (e.g. p50 and p99). Points that
 failed a validity check are drawn with a red cross and named in the legend.
 """
@@ -23,7 +24,7 @@ from servelab.experiments import format_value  # noqa: E402
 
 def check_columns(df: pd.DataFrame, spec: dict, name: str) -> None:
     ys = spec["y"] if isinstance(spec["y"], list) else [spec["y"]]
-    wanted = [spec["x"], *ys] + [spec[k] for k in ("hue", "col") if spec.get(k)]
+    wanted = [spec["x"], *ys] + [spec[k] for k in ("hue", "col", "size") if spec.get(k)]
     missing = [c for c in wanted if c not in df.columns]
     if missing:
         raise KeyError(f"figure {name!r} names column(s) {missing} that the metrics table lacks; "
@@ -58,13 +59,18 @@ def draw(df: pd.DataFrame, spec: dict, out: str | Path, name: str = "figure") ->
     if order is not None:
         data = data.assign(**{x: data[x].map(format_value)})
     sns.set_theme(style="whitegrid", context="notebook")
-    plot_kw = dict(data=data, x=x, y="_y", hue=hue, col=spec.get("col"), marker="o", kind="line",
-                   height=4, aspect=1.4, facet_kws={"sharey": False})
+    kind = spec.get("kind", "line")
+    plot_kw = dict(data=data, x=x, y="_y", hue=hue, col=spec.get("col"), size=spec.get("size"),
+                   kind=kind, height=4, aspect=1.4, facet_kws={"sharey": False})
+    if kind == "line":
+        plot_kw["marker"] = "o"
+    elif spec.get("size"):
+        plot_kw["sizes"] = (40, 400)
     if order is not None:
         # categorical axis: points joined in the given order
         data[x] = pd.Categorical(data[x], categories=order, ordered=True)
         data = data.sort_values(x)
-        plot_kw.update(data=data, sort=False)
+        plot_kw.update(data=data, **({"sort": False} if kind == "line" else {}))
     grid = sns.relplot(**plot_kw)
     grid.set_axis_labels(spec["xlabel"], spec["ylabel"])
     if "valid" in data.columns and (~data["valid"].astype(bool)).any():

@@ -10,16 +10,17 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from servelab import commands, provenance
+from servelab import commands, lm_eval_client, provenance, server_log
 from servelab.engines import ENGINES
 from servelab.atomic import write_text
-from servelab.experiments import point_id
+from servelab.experiments import EVAL_KNOB, point_id
 from servelab.server import Server, free_port, log_tail, terminate_on_sigterm
 from servelab.store import PointStore, identity_hash
 
@@ -38,11 +39,12 @@ class SessionSpec:
     client_points: list[dict]
     store_dir: str
     startup_timeout_s: float = 1800.0
-    kind: str = "serve"          # serve, or offline (vllm bench throughput/latency)
+    kind: str = "serve"          # serve, or offline (vllm bench throughput/latency, hf static batching)
     tool: str | None = None
     env: dict = field(default_factory=dict)
     config_hash: str = ""
     workflow_dir: str = "."
+    eval_include_path: str | None = None   # a local lm-eval task directory (servelab.eval_task)
 
     @property
     def served_name(self) -> str:
@@ -108,33 +110,59 @@ def measure(spec: SessionSpec, missing: list[tuple[str, dict, dict]], store: Poi
             client = engine.client()  # imported while the server loads its model
             startup_s = server.wait_healthy(spec.startup_timeout_s, progress=log)
             log(f"server healthy after {startup_s:.1f}s; measuring {len(missing)} point(s)")
+            facts = server_log.read_facts(server.log)
             for n, (key, knobs, identity) in enumerate(missing, 1):
-                name = point_id(knobs_swept(knobs, spec))
+                name = "lm_eval" if EVAL_KNOB in knobs else point_id(knobs_swept(knobs, spec))
                 raw_dir = Path(tmpdir) / key
                 raw_dir.mkdir()
-                argv = engine.client_args(spec.model_path, spec.served_name, port, spec.dataset_name,
-                                          spec.dataset_path, knobs, raw_dir)
+                measure_point = run_eval if EVAL_KNOB in knobs else run_bench
                 started = time.monotonic()
-                try:
-                    client.run(argv, session_dir / "bench.log")
-                except Exception as exc:
-                    server.check_alive(f"during client point {name}")
-                    raise RuntimeError(f"benchmark client failed at client point {name}: {exc}; "
-                                       f"see {session_dir / 'bench.log'}") from exc
+                argv, result = measure_point(spec, engine, client, knobs, port, raw_dir, session_dir, server,
+                                             server_env(spec, tmpdir))
                 server.check_alive(f"during client point {name}")
                 wall_s = time.monotonic() - started
                 record = point_record(spec, key, identity, knobs, session_name, hardware,
                                       engine.distributions, commands.shell_line(serve_cmd),
-                                      commands.shell_line(argv), startup_s, wall_s)
-                # the engine's saved result, in one layout whatever the engine
-                (raw_dir / "result.json").write_text(json.dumps(engine.read_result(raw_dir)))
+                                      commands.shell_line(argv), startup_s, wall_s, facts)
+                (raw_dir / "result.json").write_text(json.dumps(result))
                 store.save(key, record, {"bench.json": raw_dir / "result.json"})
                 log(f"[{n}/{len(missing)}] {name}: measured in {wall_s:.1f}s")
 
 
+def run_bench(spec, engine, client, knobs, port, raw_dir, session_dir, server, env):
+    """One load point with the engine's benchmark client; its saved result in one
+    layout whatever the engine."""
+    argv = engine.client_args(spec.model_path, spec.served_name, port, spec.dataset_name,
+                              spec.dataset_path, knobs, raw_dir)
+    try:
+        client.run(argv, session_dir / "bench.log")
+    except Exception as exc:
+        name = point_id(knobs_swept(knobs, spec))
+        server.check_alive(f"during client point {name}")
+        raise RuntimeError(f"benchmark client failed at client point {name}: {exc}; "
+                           f"see {session_dir / 'bench.log'}") from exc
+    return argv, engine.read_result(raw_dir)
+
+
+def run_eval(spec, engine, client, knobs, port, raw_dir, session_dir, server, env):
+    """lm-eval's tasks against the running server (week 12 accuracy)."""
+    cmd = lm_eval_client.command(knobs[EVAL_KNOB], spec.served_name, port, spec.model_path, str(raw_dir),
+                                 spec.eval_include_path)
+    log_path = session_dir / "lm_eval.log"
+    log(f"lm-eval {','.join(knobs[EVAL_KNOB]['tasks'])} against the server (log {log_path})")
+    with open(log_path, "a") as out:
+        out.write(f"$ {commands.shell_line(cmd)}\n")
+        out.flush()
+        code = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=raw_dir).returncode
+    if code != 0:
+        server.check_alive("during lm-eval")
+        raise RuntimeError(f"lm-eval failed (exit code {code}); log: {log_path}\n{log_tail(log_path)}")
+    return cmd, lm_eval_client.newest_results(raw_dir)
+
+
 def point_record(spec: SessionSpec, key: str, identity: dict, knobs: dict, session_name: str,
                  hardware: dict, distributions: tuple, command: str, client_command: str,
-                 startup_s: float | None, wall_s: float) -> dict:
+                 startup_s: float | None, wall_s: float, facts: dict) -> dict:
     return {
         "key": key,
         "identity": identity,
@@ -144,6 +172,7 @@ def point_record(spec: SessionSpec, key: str, identity: dict, knobs: dict, sessi
         "session": session_name,
         "server_startup_s": startup_s,
         "client_wall_s": wall_s,
+        "server_facts": facts,   # KV cache size, weight memory (servelab.server_log)
         "provenance": {
             "serve_command": command,
             "bench_args": client_command,
@@ -159,27 +188,29 @@ def point_record(spec: SessionSpec, key: str, identity: dict, knobs: dict, sessi
 
 def measure_offline(spec: SessionSpec, missing: list[tuple[str, dict, dict]], store: PointStore,
                     hardware: dict) -> None:
-    """`vllm bench throughput|latency` per missing point: the engine lives in the
-    benchmark's process, run in its own process group and torn down like a server."""
+    """An offline benchmark per missing point (`vllm bench throughput|latency`,
+    servelab.hf_static): the engine lives in the benchmark's process, run in its
+    own process group and torn down like a server."""
     session_name, session_dir = new_session_dir(spec)
+    engine = ENGINES[spec.engine]
     with tempfile.TemporaryDirectory(prefix="servelab-") as tmpdir:
         for n, (key, knobs, identity) in enumerate(missing, 1):
             name = point_id(knobs_swept(knobs, spec))
             raw = Path(tmpdir) / f"{key}.json"
-            cmd = commands.vllm_offline_command(spec.tool, spec.model_path, spec.server_knobs, knobs,
-                                                spec.dataset_name, spec.dataset_path, str(raw))
+            cmd = engine.offline_command(spec.tool, spec.model_path, spec.server_knobs, knobs,
+                                         spec.dataset_name, spec.dataset_path, str(raw))
             started = time.monotonic()
-            bench = Server(cmd, 0, session_dir / f"{spec.tool}.log", env=server_env(spec, tmpdir))
+            bench = Server(cmd, 0, session_dir / f"{spec.tool}-{name}.log", env=server_env(spec, tmpdir))
             with bench:
-                log(f"[{n}/{len(missing)}] {name}: vllm bench {spec.tool} (log {bench.log})")
+                log(f"[{n}/{len(missing)}] {name}: {spec.engine} {spec.tool} (log {bench.log})")
                 code = bench.proc.wait()
             if code != 0 or not raw.exists():
-                raise RuntimeError(f"vllm bench {spec.tool} failed (exit code {code}) at point {name}; "
+                raise RuntimeError(f"{spec.engine} {spec.tool} failed (exit code {code}) at point {name}; "
                                    f"log: {bench.log}\n{log_tail(bench.log)}")
             wall_s = time.monotonic() - started
             record = point_record(spec, key, identity, knobs, session_name, hardware,
-                                  ENGINES["vllm"].distributions, commands.shell_line(cmd), "",
-                                  None, wall_s)
+                                  engine.distributions, commands.shell_line(cmd), "",
+                                  None, wall_s, server_log.read_facts(bench.log))
             store.save(key, record, {"bench.json": raw})
             log(f"[{n}/{len(missing)}] {name}: measured in {wall_s:.1f}s")
 

@@ -122,18 +122,87 @@ def vllm_offline_parser(tool: str):
     return parser.parse_args
 
 
-def check_offline(name: str, exp: dict, config: dict, parse) -> list[Problem]:
-    from servelab import commands
+def offline_parser(engine: str, tool: str):
+    """(parse, the argv element after which its arguments start)."""
+    if engine == "transformers":
+        from servelab.hf_static import parser
 
+        return parser().parse_args, "servelab.hf_static"
+    return vllm_offline_parser(tool), tool
+
+
+def check_offline(name: str, exp: dict, config: dict, parser) -> list[Problem]:
+    from servelab.engines import ENGINES
+
+    parse, after = parser
     builtin = config["datasets"][exp["dataset"]].get("builtin")
     problems = []
     for sp, knobs in server_points(exp).items():
         for client in client_points(exp):
-            cmd = commands.vllm_offline_command(exp["tool"], "MODEL", engine_flags(knobs), client,
-                                                builtin or "sharegpt", None if builtin else "d.json", "o.json")
-            msg = parse_or_message(parse, cmd[cmd.index(exp["tool"]) + 1:])
+            cmd = ENGINES[exp["engine"]].offline_command(exp["tool"], "MODEL", engine_flags(knobs), client,
+                                                         builtin or "sharegpt", None if builtin else "d.json",
+                                                         "o.json")
+            msg = parse_or_message(parse, cmd[cmd.index(after) + 1:])
             if msg:
-                problems.append(Problem(name, f"{sp} {point_id(client)}", f"vllm bench {exp['tool']}", msg))
+                problems.append(Problem(name, f"{sp} {point_id(client)}", f"{exp['engine']} {exp['tool']}", msg))
+    return problems
+
+
+class LMEvalParsers:
+    """lm-eval's own CLI parser, the model_args local-completions accepts (it
+    swallows unknown ones silently), and its task index."""
+
+    def __init__(self):
+        from lm_eval._cli import HarnessCLI
+
+        self.cli = HarnessCLI()
+        self.known_tasks: set[str] | None = None
+
+    def parse(self, argv: list[str]):
+        return self.cli._parser.parse_args(argv)
+
+    def model_args(self) -> set[str]:
+        import inspect
+
+        import lm_eval.models  # noqa: F401  (registers the models)
+        from lm_eval.api.registry import get_model
+
+        known = set()
+        for cls in get_model("local-completions").__mro__:
+            if "__init__" in vars(cls):
+                known |= set(inspect.signature(cls.__init__).parameters) - {"self", "args", "kwargs"}
+        return known
+
+    def tasks(self) -> set[str]:
+        if self.known_tasks is None:
+            from lm_eval.tasks import TaskManager
+
+            self.known_tasks = set(TaskManager().all_tasks)
+        return self.known_tasks
+
+
+def check_eval(name: str, exp: dict, parsers: LMEvalParsers) -> list[Problem]:
+    from servelab import eval_task, lm_eval_client
+
+    spec = exp["eval"]
+    where = (name, "eval")
+    cmd = lm_eval_client.command(spec, "served", 8000, "MODEL", "/tmp/out", None)
+    problems = []
+    msg = parse_or_message(parsers.parse, cmd[cmd.index("lm_eval") + 1:])
+    if msg:
+        problems.append(Problem(*where, "lm_eval run", msg))
+    unknown = sorted(set(spec.get("model_args", {})) - parsers.model_args())
+    if unknown:
+        problems.append(Problem(*where, "lm_eval run", f"unknown local-completions model_args {unknown}"))
+    generated = spec.get("generated_task", {})
+    if generated:
+        try:
+            eval_task.base_task_yaml(generated["base"])
+        except FileNotFoundError as exc:
+            problems.append(Problem(*where, "lm_eval run", str(exc)))
+    missing = sorted(set(spec["tasks"]) - {generated.get("name")} - parsers.tasks())
+    if missing:
+        problems.append(Problem(*where, "lm_eval run", f"unknown task(s) {missing}"))
     return problems
 
 
@@ -148,9 +217,10 @@ def check_config(config: dict, engines: list[str] | None = None) -> list[Problem
         if engines is not None and exp["engine"] not in engines:
             continue
         if exp.get("kind") == "offline":
-            if exp["tool"] not in parsers:
-                parsers[exp["tool"]] = vllm_offline_parser(exp["tool"])
-            problems += check_offline(name, exp, config, parsers[exp["tool"]])
+            key = (exp["engine"], exp["tool"])
+            if key not in parsers:
+                parsers[key] = offline_parser(*key)
+            problems += check_offline(name, exp, config, parsers[key])
             continue
         engine = ENGINES[exp["engine"]]
         if exp["engine"] not in parsers:
@@ -168,6 +238,10 @@ def check_config(config: dict, engines: list[str] | None = None) -> list[Problem
             msg = parse_or_message(parser.client, argv)
             if msg:
                 problems.append(Problem(name, point_id(knobs), f"{engine.name} benchmark client", msg))
+        if exp.get("eval"):
+            if "lm_eval" not in parsers:
+                parsers["lm_eval"] = LMEvalParsers()
+            problems += check_eval(name, exp, parsers["lm_eval"])
     return problems
 
 

@@ -78,3 +78,20 @@ def test_validate_passes_the_shipped_configs(course_config, local_config):
 
     assert check_config(course_config) == []
     assert check_config(local_config) == []
+
+
+def test_validate_checks_lm_eval_and_static_batching_by_their_own_parsers(course_config):
+    from servelab.validate import check_config
+
+    exps = course_config["experiments"]
+    exps["week12"]["eval"]["args"]["num_fewshot"] = "five"
+    exps["week12"]["eval"]["model_args"]["num_concurent"] = 4   # lm-eval would ignore it silently
+    exps["week12"]["eval"]["tasks"] = ["gsm8k", "gsm9k"]
+    exps["week07_static"]["client"]["args"]["max_num_seqs"] = 8  # a vLLM knob, not HF's
+    problems = [str(p) for p in check_config({**course_config, "experiments": {
+        k: exps[k] for k in ("week12", "week07_static")}})]
+    assert any("week12 [eval] lm_eval run" in p and "'five'" in p for p in problems), problems
+    assert any("num_concurent" in p for p in problems), problems
+    assert any("unknown task(s) ['gsm9k']" in p for p in problems), problems
+    assert any("week07_static" in p and "transformers static_batch" in p and "--max-num-seqs" in p
+               for p in problems), problems

@@ -57,6 +57,19 @@ def test_schema_rejects_bad_values_by_name(local_config, mutate, named):
      "experiments.week01.figures.ttft_vs_rate.y: unknown column 'ttft_p42_ms'"),
     (lambda c: c["experiments"]["week01"]["client"]["args"].update(request_rate=4),
      "experiments.week01.client: knob(s) ['request_rate'] are both fixed in args and swept in grid"),
+    # vllm bench throughput silently ignores --input-len on the random dataset (measured)
+    (lambda c: c["experiments"]["week07"]["client"]["args"].update(input_len=64),
+     "experiments.week07.client.input_len: vllm bench throughput ignores it on the random dataset"),
+    (lambda c: c["experiments"]["week07"]["figures"]["static_vs_continuous"].update(also_from=["week77"]),
+     "experiments.week07.figures.static_vs_continuous.also_from: unknown experiment 'week77'"),
+    (lambda c: c["experiments"]["week07_static"].update(tool="throughput"),
+     "experiments.week07_static: kind offline with engine transformers needs tool one of ['static_batch']"),
+    (lambda c: c["experiments"]["week03"].update(eval={"tasks": ["gsm8k"]}),
+     "experiments.week03.eval: lm-eval runs against a server; kind offline has none"),
+    (lambda c: c["experiments"]["week12"]["eval"].update(tasks=["gsm8k"]),
+     "experiments.week12.eval.generated_task: 'gsm8k_arith' is not among eval.tasks"),
+    (lambda c: c["experiments"]["week12"]["figures"]["pareto"].update(size="weights_gb"),
+     "experiments.week12.figures.pareto.size: unknown column 'weights_gb'"),
 ])
 def test_cross_references_are_checked_by_name(local_config, mutate, named):
     mutate(local_config)

@@ -107,6 +107,37 @@ def test_offline_weeks_run_for_real(workdir, first_run):
         assert (workdir / "results" / fig).read_bytes()[:4] == b"\x89PNG"
 
 
+def test_static_vs_continuous_batching_for_real(workdir, first_run):
+    """Week 7: vLLM's continuous batching and HF generate's static batches, same workload."""
+    vllm = pd.read_csv(workdir / "results/week07/metrics.csv").set_index("random_range_ratio")
+    static = pd.read_csv(workdir / "results/week07_static/metrics.csv").set_index("random_range_ratio")
+    assert vllm["valid"].all() and static["valid"].all()
+    assert (static["completed"] == 64).all() and (vllm["completed"] == 64).all()
+    # equal lengths fill every decode slot; spread lengths leave short requests idle
+    assert static.loc[0.0, "padding_fraction"] == 0 and static.loc[0.9, "padding_fraction"] > 0.2
+    # continuous batching refills freed slots: it beats static batches on the uneven workload
+    assert vllm.loc[0.9, "total_token_throughput_tps"] > 1.5 * static.loc[0.9, "total_token_throughput_tps"]
+    # the KV cache size the engine reported at start-up is in the table
+    assert (vllm["kv_cache_tokens"] > 0).all()
+    assert (workdir / "results/week07/static_vs_continuous.png").read_bytes()[:4] == b"\x89PNG"
+    print(f"\nweek07 (tokens/s, ratio 0 / 0.9): vLLM {vllm['total_token_throughput_tps'].round().tolist()}, "
+          f"static {static['total_token_throughput_tps'].round().tolist()}, "
+          f"idle slots {static['padding_fraction'].round(3).tolist()}")
+
+
+def test_accuracy_joins_throughput_for_the_pareto_figure(workdir, first_run):
+    """Week 12: real lm-eval (local-completions) against each real vLLM server point."""
+    table = pd.read_csv(workdir / "results/week12/metrics.csv").set_index("dtype")
+    assert sorted(table.index) == ["bfloat16", "float32"]
+    assert table["valid"].all() and (table["output_throughput_tps"] > 0).all()
+    for col in ("gsm8k_arith_exact_match_strict_match", "gsm8k_arith_exact_match_flexible_extract"):
+        assert table[col].between(0, 1).all(), col
+    assert (table["gsm8k_arith_samples"] == 8).all() and (table["weights_gib"] > 0).all()
+    logs = list((workdir / "results/week12/store/sessions").glob("*/lm_eval.log"))
+    assert len(logs) == 2 and all("local-completions" in p.read_text() for p in logs)
+    assert (workdir / "results/week12/pareto.png").read_bytes()[:4] == b"\x89PNG"
+
+
 def test_report_holds_the_figures_and_table(workdir, first_run):
     snakemake(workdir, *LOCAL, "--report", "report.html")
     html = (workdir / "report.html").read_text(errors="replace")
@@ -142,10 +173,10 @@ def test_changing_one_knob_reruns_only_what_depends_on_it(workdir, first_run):
         "args": {"num_prompts": 41}}}}})
     assert rules_to_run(workdir, *prompts) == {"all": 1, "figure": 3, "metrics_table": 1,
                                                "serve_session": 1}
-    # a new model invalidates every measurement made with it (weeks 1, 3, 4 here)
+    # a new model invalidates every measurement made with it (weeks 1, 3, 4, 7, 12 here)
     recipe = with_overlay(workdir, "recipe.yaml", {"models": {"tiny_llama": {"tiny": {"seed": 7}}}})
-    assert rules_to_run(workdir, *recipe) == {"all": 1, "figure": 5, "metrics_table": 3, "serve_session": 1,
-                                              "offline_session": 3, "tiny_model": 1}
+    assert rules_to_run(workdir, *recipe) == {"all": 1, "figure": 9, "metrics_table": 6, "serve_session": 3,
+                                              "offline_session": 5, "tiny_model": 1}
 
 
 def test_adding_one_rate_measures_exactly_one_point(workdir, first_run):

@@ -50,3 +50,23 @@ def test_unknown_column_is_named(tmp_path):
 def test_empty_table_is_an_error_not_an_empty_figure(tmp_path):
     with pytest.raises(ValueError, match="no rows"):
         plots.draw(table().iloc[0:0], SPEC, tmp_path / "f.png")
+
+
+def test_scatter_sizes_markers_by_a_column(tmp_path, monkeypatch):
+    seen = {}
+    original = plots.sns.relplot
+
+    def spy(**kwargs):
+        seen.update(kind=kwargs["kind"], size=kwargs["size"], sizes=kwargs.get("sizes"))
+        return original(**kwargs)
+
+    monkeypatch.setattr(plots.sns, "relplot", spy)
+    df = pd.DataFrame({"output_throughput_tps": [900.0, 1400.0, 2100.0], "gsm8k_em": [0.82, 0.80, 0.74],
+                       "weights_gib": [15.0, 8.5, 5.4], "server_point": ["fp16", "fp8", "awq"]})
+    spec = {"x": "output_throughput_tps", "y": "gsm8k_em", "size": "weights_gib", "hue": "server_point",
+            "kind": "scatter", "xlabel": "Output throughput (tokens/s)", "ylabel": "GSM8K exact match"}
+    plots.draw(df, spec, tmp_path / "pareto.png")
+    assert seen == {"kind": "scatter", "size": "weights_gib", "sizes": (40, 400)}
+    assert mpimg.imread(tmp_path / "pareto.png").shape[0] > 200
+    with pytest.raises(KeyError, match="weights_gb"):
+        plots.draw(df, dict(spec, size="weights_gb"), tmp_path / "bad.png")

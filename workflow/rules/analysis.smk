@@ -22,7 +22,7 @@ rule metrics_table:
 
 rule figure:
     input:
-        "results/{experiment}/metrics.csv",
+        figure_tables,
     output:
         report(
             "results/{experiment}/{figure}.png",

@@ -20,6 +20,7 @@ EXPERIMENTS = config["experiments"]
 MODELS_DIR = config["paths"]["models"]
 DATASETS_DIR = config["paths"]["datasets"]
 SERVER_POINTS = {name: ex.server_points(exp) for name, exp in EXPERIMENTS.items()}
+GENERATED_EVAL_TASKS = servelab_config.generated_eval_tasks(config)
 
 
 def names_regex(names):
@@ -73,6 +74,8 @@ def session_inputs(wildcards):
     inputs = {"model": f"{MODELS_DIR}/{ex.point_model(exp, server_knobs(wildcards))}"}
     if "builtin" not in config["datasets"][exp["dataset"]]:
         inputs["dataset"] = f"{DATASETS_DIR}/{exp['dataset']}.json"
+    if "generated_task" in exp.get("eval", {}):
+        inputs["eval_tasks"] = f"{DATASETS_DIR}/lm_eval/{exp['eval']['generated_task']['name']}"
     return inputs
 
 
@@ -89,7 +92,7 @@ def session_params(wildcards):
         "dataset_identity": servelab_config.dataset_identity(config, exp["dataset"]),
         "dataset_name": config["datasets"][exp["dataset"]].get("builtin", "sharegpt"),
         "server_knobs": ex.engine_flags(knobs),
-        "client_points": ex.client_points(exp),
+        "client_points": ex.session_points(exp),
         "startup_timeout_s": engine["startup_timeout_s"],
         "env": {**engine["env"], **exp.get("server", {}).get("env", {})},
     }
@@ -112,6 +115,12 @@ def hub_model(wildcards):
 
 def dataset_spec(wildcards):
     return config["datasets"][wildcards.dataset]
+
+
+def figure_tables(wildcards):
+    """The experiment's metrics table, then those of the experiments the figure joins."""
+    spec = figure_spec(wildcards)
+    return [f"results/{name}/metrics.csv" for name in [wildcards.experiment, *spec.get("also_from", [])]]
 
 
 def figure_spec(wildcards):

@@ -66,3 +66,20 @@ rule downloaded_dataset:
         "../../envs/analysis.yaml"
     script:
         "../scripts/make_dataset.py"
+
+
+rule generated_eval_task:
+    # a local lm-eval task in a base task's format (no hub); its YAML holds absolute
+    # paths of this machine, so it is not put in the between-workflow cache
+    output:
+        directory(f"{DATASETS_DIR}/lm_eval/{{task}}"),
+    wildcard_constraints:
+        task=names_regex(GENERATED_EVAL_TASKS),
+    params:
+        spec=lambda wildcards: GENERATED_EVAL_TASKS[wildcards.task],
+    log:
+        "logs/datasets/lm_eval_{task}.log",
+    conda:
+        "../../envs/vllm.yaml"
+    script:
+        "../scripts/make_eval_task.py"

@@ -5,5 +5,6 @@ from servelab import plots
 from servelab.joblog import tee_stderr
 
 with tee_stderr(snakemake.log[0]):
-    table = pd.read_csv(snakemake.input[0])
+    # the experiment's own table, and those of the experiments named in `also_from`
+    table = pd.concat([pd.read_csv(f) for f in snakemake.input], ignore_index=True)
     plots.draw(table, snakemake.params.spec, snakemake.output[0], name=snakemake.wildcards.figure)

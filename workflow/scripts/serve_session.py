@@ -26,6 +26,7 @@ spec = SessionSpec(
     env=env,
     config_hash=servelab_config.config_hash(snakemake.config),
     workflow_dir=snakemake.scriptdir,
+    eval_include_path=os.path.abspath(snakemake.input.eval_tasks) if "eval_tasks" in snakemake.input.keys() else None,
 )
 with tee_stderr(snakemake.log[0]):
     run(spec, snakemake.output[0])

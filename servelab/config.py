@@ -59,6 +59,13 @@ def check(config: dict) -> None:
         if generated and tasks_seen.setdefault(generated["name"], generated) != generated:
             problems.append(f"{where}.eval.generated_task: another experiment defines {generated['name']!r} "
                             f"differently")
+        mons = exp.get("monitors", {})
+        if "torch_profile" in mons and exp["engine"] != "vllm":
+            problems.append(f"{where}.monitors.torch_profile: vLLM's profiler only (engine is {exp['engine']})")
+        if offline and any("restart" in p for p in client_points(exp)):
+            problems.append(f"{where}.client.restart: restarts are of a server; kind offline has none")
+        if exp.get("topology") and offline:
+            problems.append(f"{where}.topology: a P/D topology serves; kind offline has none")
         if exp.get("eval") and offline:
             problems.append(f"{where}.eval: lm-eval runs against a server; kind offline has none")
         random_data = config["datasets"].get(exp["dataset"], {}).get("builtin") == "random"
@@ -94,10 +101,23 @@ def _metric_columns() -> set[str]:
                                           "server_point", "model", "latency_mean_s",
                                           "latency_p50_s", "latency_p90_s", "latency_p99_s",
                                           "kv_cache_tokens", "kv_cache_blocks", "max_concurrency_x",
-                                          "weights_gib", "padding_fraction", "total_tokens"}
+                                          "weights_gib", "padding_fraction", "total_tokens",
+                                          "theory_latency_s", "theory_decode_step_ms"}
 
 
 METRIC_COLUMNS = _metric_columns()
+
+
+GPU_ONLY_MONITORS = ("gpu", "wrap")
+
+
+def active_monitors(config: dict, exp: dict) -> dict:
+    """An experiment's monitors on this device: nvidia-smi, nsys and ncu need a GPU
+    node, so the CPU default leaves them out (an overlay cannot delete keys)."""
+    mons = exp.get("monitors", {})
+    if config.get("device") != "cpu":
+        return mons
+    return {k: v for k, v in mons.items() if k not in GPU_ONLY_MONITORS}
 
 
 def generated_eval_tasks(config: dict) -> dict[str, dict]:

@@ -45,9 +45,15 @@ class SGLang:
     distributions = ("sglang",)
 
     def serve_command(self, model: str, port: int, knobs: dict, served_name: str) -> list[str]:
-        return [sys.executable, "-m", "sglang.launch_server", "--model-path", model,
+        return [sys.executable, "-m", self.launcher(knobs), "--model-path", model,
                 "--host", "127.0.0.1", "--port", str(port), "--served-model-name", served_name,
                 *commands.to_flags(knobs, false_flags=False)]
+
+    @staticmethod
+    def launcher(knobs: dict) -> str:
+        """router_* knobs are sglang_router.launch_server's (week 9: data-parallel
+        workers behind the cache-aware router, one command); else one server."""
+        return "sglang_router.launch_server" if any(k.startswith("router_") for k in knobs) else "sglang.launch_server"
 
     def client_args(self, model, served_name, port, dataset_name, dataset_path, knobs, out_dir) -> list[str]:
         dataset = ["--dataset-name", dataset_name] + (["--dataset-path", dataset_path] if dataset_path else [])

@@ -15,6 +15,10 @@ import re
 MODEL_KNOB = "model"
 # the client point that runs lm-eval against the server instead of a load benchmark
 EVAL_KNOB = "lm_eval"
+# a server point's environment variables swept by `server.env_grid` (week 15: LMCache settings)
+ENV_KNOB = "env"
+# client knob: how many times the session restarts the server before measuring the point
+RESTART_KNOB = "restart"
 
 
 def grid_points(grid: dict) -> list[dict]:
@@ -54,8 +58,11 @@ def server_points(exp: dict) -> dict[str, dict]:
     checkpoints; the point's model is then `point_model(exp, knobs)`.
     """
     server = exp.get("server", {})
-    points = {point_id(p): {**server.get("args", {}), **p} for p in grid_points(server.get("grid", {}))}
-    if len(points) != len(grid_points(server.get("grid", {}))):
+    points = {}
+    combos = [(p, e) for p in grid_points(server.get("grid", {})) for e in grid_points(server.get("env_grid", {}))]
+    for knobs, env in combos:
+        points[point_id({**knobs, **env})] = {**server.get("args", {}), **knobs, **({ENV_KNOB: env} if env else {})}
+    if len(points) != len(combos):
         raise ValueError(f"server grid values collide after making names path-safe: {sorted(points)}")
     return points
 
@@ -66,7 +73,12 @@ def point_model(exp: dict, knobs: dict) -> str:
 
 def engine_flags(knobs: dict) -> dict:
     """Server knobs that become engine flags (all but servelab's own)."""
-    return {k: v for k, v in knobs.items() if k != MODEL_KNOB}
+    return {k: v for k, v in knobs.items() if k not in (MODEL_KNOB, ENV_KNOB)}
+
+
+def point_env(knobs: dict) -> dict:
+    """The environment variables a server point sets (from `server.env_grid`)."""
+    return {k: str(v) for k, v in knobs.get(ENV_KNOB, {}).items()}
 
 
 def gpus_needed(knobs: dict) -> int:
@@ -85,6 +97,11 @@ def client_points(exp: dict) -> list[dict]:
     return [{**client.get("args", {}), **p} for p in grid_points(client.get("grid", {}))]
 
 
+def bench_knobs(knobs: dict) -> dict:
+    """Client knobs the benchmark client takes (servelab's `restart` is not one)."""
+    return {k: v for k, v in knobs.items() if k != RESTART_KNOB}
+
+
 def session_points(exp: dict) -> list[dict]:
     """What one server's session measures: the load points, then lm-eval if the
     experiment has an `eval` section."""
@@ -93,7 +110,8 @@ def session_points(exp: dict) -> list[dict]:
 
 def swept_knobs(exp: dict) -> list[str]:
     """The knobs that vary inside an experiment: the columns a figure can use."""
-    return list(exp.get("server", {}).get("grid", {})) + list(exp.get("client", {}).get("grid", {}))
+    server = exp.get("server", {})
+    return list(server.get("grid", {})) + list(server.get("env_grid", {})) + list(exp.get("client", {}).get("grid", {}))
 
 
 def enabled_experiments(config: dict) -> list[str]:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from servelab.experiments import EVAL_KNOB
 from servelab.lm_eval_client import accuracy_columns
+from servelab.roofline import theory_columns
 from servelab.server_log import kv_blocks
 
 LATENCIES = ("ttft", "tpot", "itl", "e2el")
@@ -106,6 +107,7 @@ def point_row(record: dict, bench: dict) -> dict:
         "model": record["identity"]["model"],
         # server knobs by their own name (prefixed only where a client knob has the same one)
         **{(f"server.{k}" if k in knobs else k): v for k, v in server.items()},
+        **record["identity"].get("env", {}),   # e.g. LMCACHE_CHUNK_SIZE swept by server.env_grid
         **{k: v for k, v in knobs.items() if k != "request_rate"},
         # offline benchmarks have no arrival rate
         **({"request_rate": requested} if "request_rate" in knobs or "request_rate" in bench else {}),
@@ -118,6 +120,8 @@ def point_row(record: dict, bench: dict) -> dict:
         "session": record.get("session"),
         "point_key": record["key"],
     }
+    if "latency_p50_s" in row:  # week 3: the roofline's lower bound beside the measured latency
+        row.update(theory_columns(knobs, record.get("model_size"), record["identity"]["hardware"].get("gpus") or []))
     problems = validity(row, requested, knobs.get("num_prompts"))
     row["valid"] = not problems
     row["invalid_reason"] = "; ".join(problems)

@@ -32,8 +32,12 @@ def check_columns(df: pd.DataFrame, spec: dict, name: str) -> None:
 
 
 def long_form(df: pd.DataFrame, spec: dict) -> tuple[pd.DataFrame, str | None]:
-    """Melt several y columns into one, keyed by a 'statistic' column."""
+    """Melt several y columns into one, keyed by a 'statistic' column. Of several,
+    a column with no value at all is left out (e.g. the roofline's theory where
+    the GPU has no datasheet entry, or on a CPU)."""
     ys = spec["y"] if isinstance(spec["y"], list) else [spec["y"]]
+    if len(ys) > 1:
+        ys = [y for y in ys if df[y].notna().any()] or ys[:1]
     if len(ys) == 1:
         return df.assign(_y=df[ys[0]]), spec.get("hue")
     keep = [c for c in df.columns if c not in ys]

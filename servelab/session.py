@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -17,10 +18,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from servelab import commands, lm_eval_client, provenance, server_log
+from servelab import commands, lm_eval_client, monitors, provenance, roofline, server_log, topology
 from servelab.engines import ENGINES
 from servelab.atomic import write_text
-from servelab.experiments import EVAL_KNOB, point_id
+from servelab.experiments import EVAL_KNOB, RESTART_KNOB, bench_knobs, gpus_needed, point_id
 from servelab.server import Server, free_port, log_tail, terminate_on_sigterm
 from servelab.store import PointStore, identity_hash
 
@@ -45,6 +46,9 @@ class SessionSpec:
     config_hash: str = ""
     workflow_dir: str = "."
     eval_include_path: str | None = None   # a local lm-eval task directory (servelab.eval_task)
+    topology: dict | None = None           # P/D roles and router (servelab.topology)
+    monitors: dict = field(default_factory=dict)  # servelab.monitors: metrics, gpu, torch_profile, wrap
+    identity_env: dict = field(default_factory=dict)  # the experiment's and the point's env (not the engine's)
 
     @property
     def served_name(self) -> str:
@@ -63,6 +67,9 @@ def point_identity(spec: SessionSpec, client: dict, engine_version: str | None, 
         "model": spec.model_identity,
         "dataset": spec.dataset_identity,
         **({"kind": f"offline:{spec.tool}"} if spec.kind == "offline" else {}),
+        **({"topology": spec.topology} if spec.topology else {}),
+        **({"monitors": spec.monitors} if spec.monitors else {}),
+        **({"env": spec.identity_env} if spec.identity_env else {}),
         "server": spec.server_knobs,
         "client": client,
         "hardware": hardware,
@@ -94,57 +101,148 @@ def new_session_dir(spec: SessionSpec) -> tuple[str, Path]:
     return name, path
 
 
+class Fleet:
+    """The processes of one server point, front (what the client talks to) last:
+    started in order, healthy in order, all torn down on exit."""
+
+    def __init__(self, servers: list[Server], facts_from: Server):
+        self.servers = servers
+        self.front = servers[-1]
+        self.facts_from = facts_from
+        self.stack = contextlib.ExitStack()
+
+    def __enter__(self) -> "Fleet":
+        with self.stack:
+            for server in self.servers:
+                self.stack.enter_context(server)
+            self.stack = self.stack.pop_all()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stack.close()
+
+    def wait_healthy(self, timeout_s: float, progress) -> float:
+        for server in self.servers:
+            server.wait_healthy(timeout_s, progress)
+        return time.monotonic() - self.servers[0].started_at
+
+    def check_alive(self, during: str) -> None:
+        for server in self.servers:
+            server.check_alive(during if len(self.servers) == 1 else f"({server.log.stem}) {during}")
+
+
+def launch_plan(spec: SessionSpec, session_dir: Path, env: dict) -> tuple[Fleet, str]:
+    """The processes of the server point and the command lines to record."""
+    engine = ENGINES[spec.engine]
+    knobs = {**spec.server_knobs, **monitors.profiler_knobs(spec.monitors, session_dir)}
+    wrap = spec.monitors.get("wrap")
+    if not spec.topology:
+        port = free_port()
+        cmd = monitors.wrap_command(engine.serve_command(spec.model_path, port, knobs, spec.served_name),
+                                    wrap, session_dir)
+        server = Server(cmd, port, session_dir / "server.log", env=env)
+        return Fleet([server], server), commands.shell_line(cmd)
+    rs = topology.roles(knobs, spec.topology)
+    topology.assign_ports(spec.engine, rs, free_port)
+    devices = topology.split_devices(env.get("CUDA_VISIBLE_DEVICES"), [gpus_needed(r.knobs) for r in rs])
+    servers, lines = [], []
+    for role, visible in zip(rs, devices):
+        cmd = monitors.wrap_command(engine.serve_command(spec.model_path, role.port, role.knobs, spec.served_name),
+                                    wrap, session_dir)
+        role_env = {**env, **role.env, **({"CUDA_VISIBLE_DEVICES": visible} if visible else {})}
+        servers.append(Server(cmd, role.port, session_dir / f"{role.name}.log", env=role_env))
+        lines.append(f"# {role.name}\n{commands.shell_line(cmd)}")
+    front_port = free_port()
+    router = topology.router_command(spec.engine, rs, front_port, spec.topology.get("router", {}).get("args", {}))
+    servers.append(Server(router, front_port, session_dir / "router.log", env=env))
+    lines.append(f"# router\n{commands.shell_line(router)}")
+    return Fleet(servers, facts_from=servers[1]), "\n".join(lines)
+
+
 def measure(spec: SessionSpec, missing: list[tuple[str, dict, dict]], store: PointStore,
             hardware: dict) -> None:
-    """Launch the server and measure `missing` [(key, client knobs, identity)]."""
+    """Launch the server point and measure `missing` [(key, client knobs, identity)];
+    points with `restart: k` are measured after the k-th restart (a fresh fleet, same
+    session directory: what the server left on disk survives, its memory does not)."""
     session_name, session_dir = new_session_dir(spec)
     engine = ENGINES[spec.engine]
-    port = free_port()
-    serve_cmd = engine.serve_command(spec.model_path, port, spec.server_knobs, spec.served_name)
-    write_text(session_dir / "command.txt", commands.shell_line(serve_cmd) + "\n")
+    client = None
+    passes = sorted({knobs.get(RESTART_KNOB, 0) for _, knobs, _ in missing})
     with tempfile.TemporaryDirectory(prefix="servelab-") as tmpdir:
-        server = Server(serve_cmd, port, session_dir / "server.log", env=server_env(spec, tmpdir))
-        with server:
-            log(f"{spec.experiment}/{spec.server_point}: server starting on port {port} "
-                f"(log {server.log})")
-            client = engine.client()  # imported while the server loads its model
-            startup_s = server.wait_healthy(spec.startup_timeout_s, progress=log)
-            log(f"server healthy after {startup_s:.1f}s; measuring {len(missing)} point(s)")
-            facts = server_log.read_facts(server.log)
-            for n, (key, knobs, identity) in enumerate(missing, 1):
-                name = "lm_eval" if EVAL_KNOB in knobs else point_id(knobs_swept(knobs, spec))
-                raw_dir = Path(tmpdir) / key
-                raw_dir.mkdir()
-                measure_point = run_eval if EVAL_KNOB in knobs else run_bench
-                started = time.monotonic()
-                argv, result = measure_point(spec, engine, client, knobs, port, raw_dir, session_dir, server,
-                                             server_env(spec, tmpdir))
-                server.check_alive(f"during client point {name}")
-                wall_s = time.monotonic() - started
-                record = point_record(spec, key, identity, knobs, session_name, hardware,
-                                      engine.distributions, commands.shell_line(serve_cmd),
-                                      commands.shell_line(argv), startup_s, wall_s, facts)
-                (raw_dir / "result.json").write_text(json.dumps(result))
-                store.save(key, record, {"bench.json": raw_dir / "result.json"})
-                log(f"[{n}/{len(missing)}] {name}: measured in {wall_s:.1f}s")
+        # `{session_dir}` in an env value: a per-session path (e.g. LMCache's disk tier)
+        env = {k: v.replace("{session_dir}", str(session_dir.resolve()))
+               for k, v in server_env(spec, tmpdir).items()}
+        for restart in passes:
+            launch_dir = session_dir if restart == 0 else session_dir / f"restart{restart}"
+            launch_dir.mkdir(exist_ok=True)
+            fleet, serve_cmd = launch_plan(spec, launch_dir, env)
+            write_text(launch_dir / "command.txt", serve_cmd + "\n")
+            with fleet:
+                log(f"{spec.experiment}/{spec.server_point}: {len(fleet.servers)} process(es) starting"
+                    f"{f' (restart {restart})' if restart else ''}, client port {fleet.front.port} "
+                    f"(logs in {launch_dir})")
+                client = client or engine.client()  # imported while the server loads its model
+                startup_s = fleet.wait_healthy(spec.startup_timeout_s, progress=log)
+                group = [m for m in missing if m[1].get(RESTART_KNOB, 0) == restart]
+                log(f"server healthy after {startup_s:.1f}s; measuring {len(group)} point(s)")
+                facts = server_log.read_facts(fleet.facts_from.log)
+                with sidecars(spec, fleet, launch_dir):
+                    measure_points(spec, group, store, hardware, fleet, client, tmpdir, session_dir,
+                                   session_name, serve_cmd, startup_s, facts)
 
 
-def run_bench(spec, engine, client, knobs, port, raw_dir, session_dir, server, env):
+def sidecars(spec: SessionSpec, fleet: Fleet, out_dir: Path) -> contextlib.ExitStack:
+    stack = contextlib.ExitStack()
+    if "metrics" in spec.monitors:
+        stack.enter_context(monitors.MetricsScraper(fleet.facts_from.base_url + "/metrics",
+                                                    out_dir / "metrics.csv",
+                                                    spec.monitors["metrics"].get("interval_s", 1.0)))
+    if "gpu" in spec.monitors:
+        stack.enter_context(monitors.GpuMonitor(out_dir / "gpu.csv", spec.monitors["gpu"].get("interval_ms", 500)))
+    return stack
+
+
+def measure_points(spec, missing, store, hardware, fleet, client, tmpdir, session_dir, session_name,
+                   serve_cmd, startup_s, facts) -> None:
+    """Each missing client point against the running fleet, saved as it completes."""
+    engine = ENGINES[spec.engine]
+    port = fleet.front.port
+    for n, (key, knobs, identity) in enumerate(missing, 1):
+        name = "lm_eval" if EVAL_KNOB in knobs else point_id(knobs_swept(knobs, spec))
+        raw_dir = Path(tmpdir) / key
+        raw_dir.mkdir()
+        measure_point = run_eval if EVAL_KNOB in knobs else run_bench
+        started = time.monotonic()
+        argv, result = measure_point(spec, engine, client, knobs, port, raw_dir, session_dir, fleet,
+                                     server_env(spec, tmpdir))
+        fleet.check_alive(f"during client point {name}")
+        wall_s = time.monotonic() - started
+        record = point_record(spec, key, identity, knobs, session_name, hardware,
+                              engine.distributions, serve_cmd,
+                              commands.shell_line(argv), startup_s, wall_s, facts)
+        (raw_dir / "result.json").write_text(json.dumps(result))
+        store.save(key, record, {"bench.json": raw_dir / "result.json"})
+        log(f"[{n}/{len(missing)}] {name}: measured in {wall_s:.1f}s")
+
+
+def run_bench(spec, engine, client, knobs, port, raw_dir, session_dir, fleet, env):
     """One load point with the engine's benchmark client; its saved result in one
     layout whatever the engine."""
+    # the torch profiler is started and stopped by the client around its run
+    client_knobs = {**bench_knobs(knobs), **({"profile": True} if "torch_profile" in spec.monitors else {})}
     argv = engine.client_args(spec.model_path, spec.served_name, port, spec.dataset_name,
-                              spec.dataset_path, knobs, raw_dir)
+                              spec.dataset_path, client_knobs, raw_dir)
     try:
         client.run(argv, session_dir / "bench.log")
     except Exception as exc:
         name = point_id(knobs_swept(knobs, spec))
-        server.check_alive(f"during client point {name}")
+        fleet.check_alive(f"during client point {name}")
         raise RuntimeError(f"benchmark client failed at client point {name}: {exc}; "
                            f"see {session_dir / 'bench.log'}") from exc
     return argv, engine.read_result(raw_dir)
 
 
-def run_eval(spec, engine, client, knobs, port, raw_dir, session_dir, server, env):
+def run_eval(spec, engine, client, knobs, port, raw_dir, session_dir, fleet, env):
     """lm-eval's tasks against the running server (week 12 accuracy)."""
     cmd = lm_eval_client.command(knobs[EVAL_KNOB], spec.served_name, port, spec.model_path, str(raw_dir),
                                  spec.eval_include_path)
@@ -155,7 +253,7 @@ def run_eval(spec, engine, client, knobs, port, raw_dir, session_dir, server, en
         out.flush()
         code = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=raw_dir).returncode
     if code != 0:
-        server.check_alive("during lm-eval")
+        fleet.check_alive("during lm-eval")
         raise RuntimeError(f"lm-eval failed (exit code {code}); log: {log_path}\n{log_tail(log_path)}")
     return cmd, lm_eval_client.newest_results(raw_dir)
 
@@ -173,6 +271,7 @@ def point_record(spec: SessionSpec, key: str, identity: dict, knobs: dict, sessi
         "server_startup_s": startup_s,
         "client_wall_s": wall_s,
         "server_facts": facts,   # KV cache size, weight memory (servelab.server_log)
+        "model_size": roofline.model_size(spec.model_path),
         "provenance": {
             "serve_command": command,
             "bench_args": client_command,
@@ -197,11 +296,17 @@ def measure_offline(spec: SessionSpec, missing: list[tuple[str, dict, dict]], st
         for n, (key, knobs, identity) in enumerate(missing, 1):
             name = point_id(knobs_swept(knobs, spec))
             raw = Path(tmpdir) / f"{key}.json"
-            cmd = engine.offline_command(spec.tool, spec.model_path, spec.server_knobs, knobs,
-                                         spec.dataset_name, spec.dataset_path, str(raw))
+            engine_knobs = {**spec.server_knobs, **monitors.profiler_knobs(spec.monitors, session_dir)}
+            client_knobs = {**knobs, **({"profile": True} if "torch_profile" in spec.monitors else {})}
+            cmd = monitors.wrap_command(engine.offline_command(spec.tool, spec.model_path, engine_knobs,
+                                                               client_knobs, spec.dataset_name,
+                                                               spec.dataset_path, str(raw)),
+                                        spec.monitors.get("wrap"), session_dir)
             started = time.monotonic()
             bench = Server(cmd, 0, session_dir / f"{spec.tool}-{name}.log", env=server_env(spec, tmpdir))
-            with bench:
+            gpu = (monitors.GpuMonitor(session_dir / f"gpu-{name}.csv", spec.monitors["gpu"].get("interval_ms", 500))
+                   if "gpu" in spec.monitors else contextlib.nullcontext())
+            with bench, gpu:
                 log(f"[{n}/{len(missing)}] {name}: {spec.engine} {spec.tool} (log {bench.log})")
                 code = bench.proc.wait()
             if code != 0 or not raw.exists():
@@ -232,6 +337,9 @@ def run(spec: SessionSpec, view_path: str | Path) -> list[dict]:
         identity = point_identity(spec, knobs, engine_version, hardware)
         points.append((identity_hash(identity), knobs, identity))
     missing = [p for p in points if not store.has(p[0])]
+    if any(knobs.get(RESTART_KNOB) for _, knobs, _ in missing):
+        # a warm point means only after the cold ones in the same session: measure the sequence whole
+        missing = points
     log(f"{spec.experiment}/{spec.server_point}: {len(points)} client point(s), "
         f"{len(points) - len(missing)} already measured, {len(missing)} to measure")
     if missing and spec.kind == "offline":

@@ -12,9 +12,10 @@ from __future__ import annotations
 import contextlib
 import io
 import sys
+from pathlib import Path
 from dataclasses import dataclass
 
-from servelab.experiments import client_points, engine_flags, point_id, server_points
+from servelab.experiments import bench_knobs, client_points, engine_flags, point_id, server_points
 
 
 @dataclass
@@ -60,6 +61,11 @@ class VLLMParsers:
     def server_argv(self, cmd: list[str]) -> list[str]:
         return cmd[cmd.index("serve") + 1:]
 
+    def router(self, argv: list[str]):
+        from servelab.pd_proxy import parser
+
+        return parser().parse_args(argv)
+
     def client(self, argv: list[str]):
         return self.bench.parser().parse_args(argv)
 
@@ -72,13 +78,30 @@ class SGLangParsers:
 
         from sglang.srt.server_args import ServerArgs
 
+        from sglang_router.router_args import RouterArgs
+
         parser = argparse.ArgumentParser(prog="sglang.launch_server")
         ServerArgs.add_cli_args(parser)
-        self.serve = parser.parse_args
+        # sglang_router.launch_server's parser: the server's options and the router's, router_-prefixed
+        with_router = argparse.ArgumentParser(prog="sglang_router.launch_server")
+        ServerArgs.add_cli_args(with_router)
+        RouterArgs.add_cli_args(with_router, use_router_prefix=True, exclude_host_port=True)
+        with_router.add_argument("--router-dp-worker-base-port", type=int)
+        self.parsers = {"sglang.launch_server": parser.parse_args,
+                        "sglang_router.launch_server": with_router.parse_args}
         self.client_options: set[str] | None = None
 
+    def serve(self, cmd: list[str]):
+        module = cmd[cmd.index("-m") + 1]
+        return self.parsers[module](cmd[cmd.index(module) + 1:])
+
+    def router(self, argv: list[str]):
+        from sglang_router.launch_router import parse_router_args
+
+        return parse_router_args(argv)
+
     def server_argv(self, cmd: list[str]) -> list[str]:
-        return cmd[cmd.index("sglang.launch_server") + 1:]
+        return cmd
 
     def client(self, argv: list[str]):
         """The options `python -m sglang.bench_serving` defines, read from its source
@@ -134,18 +157,41 @@ def offline_parser(engine: str, tool: str):
 def check_offline(name: str, exp: dict, config: dict, parser) -> list[Problem]:
     from servelab.engines import ENGINES
 
+    from servelab.monitors import profiler_knobs
+
     parse, after = parser
     builtin = config["datasets"][exp["dataset"]].get("builtin")
+    profiling = profiler_knobs(exp.get("monitors", {}), Path("/tmp/session"))
     problems = []
     for sp, knobs in server_points(exp).items():
         for client in client_points(exp):
-            cmd = ENGINES[exp["engine"]].offline_command(exp["tool"], "MODEL", engine_flags(knobs), client,
+            client = {**client, **({"profile": True} if profiling else {})}
+            cmd = ENGINES[exp["engine"]].offline_command(exp["tool"], "MODEL", {**engine_flags(knobs), **profiling},
+                                                         client,
                                                          builtin or "sharegpt", None if builtin else "d.json",
                                                          "o.json")
             msg = parse_or_message(parse, cmd[cmd.index(after) + 1:])
             if msg:
                 problems.append(Problem(name, f"{sp} {point_id(client)}", f"{exp['engine']} {exp['tool']}", msg))
     return problems
+
+
+def launch_commands(exp: dict, knobs: dict, served_name: str) -> list[tuple[str, list[str]]]:
+    """(role, command) of every process a server point launches, ports made up."""
+    from itertools import count
+
+    from servelab import topology
+    from servelab.engines import ENGINES
+
+    engine = ENGINES[exp["engine"]]
+    if not exp.get("topology"):
+        return [("server", engine.serve_command("MODEL", 8000, knobs, served_name))]
+    ports = count(9000)
+    rs = topology.roles(knobs, exp["topology"])
+    topology.assign_ports(exp["engine"], rs, lambda: next(ports))
+    out = [(r.name, engine.serve_command("MODEL", r.port, r.knobs, served_name)) for r in rs]
+    router_args = exp["topology"].get("router", {}).get("args", {})
+    return out + [("router", topology.router_command(exp["engine"], rs, next(ports), router_args))]
 
 
 class LMEvalParsers:
@@ -226,13 +272,20 @@ def check_config(config: dict, engines: list[str] | None = None) -> list[Problem
         if exp["engine"] not in parsers:
             parsers[exp["engine"]] = PARSERS[exp["engine"]]()
         parser = parsers[exp["engine"]]
+        from servelab.monitors import profiler_knobs
+
+        profiling = profiler_knobs(exp.get("monitors", {}), Path("/tmp/session"))
         for sp, knobs in server_points(exp).items():
-            cmd = engine.serve_command("MODEL", 8000, engine_flags(knobs), f"servelab-{name}")
-            msg = parse_or_message(parser.serve, parser.server_argv(cmd))
-            if msg:
-                problems.append(Problem(name, sp, f"{engine.name} server", msg))
+            for role, cmd in launch_commands(exp, {**engine_flags(knobs), **profiling}, f"servelab-{name}"):
+                if role == "router":
+                    msg = parse_or_message(parser.router, cmd[3:])  # after `python -m MODULE`
+                else:
+                    msg = parse_or_message(parser.serve, parser.server_argv(cmd))
+                if msg:
+                    problems.append(Problem(name, sp, f"{engine.name} {role}", msg))
         builtin = config["datasets"][exp["dataset"]].get("builtin")
         for knobs in client_points(exp):
+            knobs = {**bench_knobs(knobs), **({"profile": True} if profiling else {})}
             argv = engine.client_args("MODEL", "served", 8000, builtin or "sharegpt",
                                       None if builtin else "data.json", knobs, "/tmp")
             msg = parse_or_message(parser.client, argv)

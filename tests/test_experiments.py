@@ -1,6 +1,6 @@
 import math
 
-from servelab.experiments import client_points, grid_points, point_id, server_points
+from servelab.experiments import client_points, grid_points, point_id, server_points, swept_knobs
 
 
 def test_grid_points_is_the_cartesian_product_in_config_order():
@@ -29,3 +29,16 @@ def test_client_points_of_week01_course_config(course_config):
     points = client_points(course_config["experiments"]["week01"])
     assert [p["request_rate"] for p in points] == [1, 4, 10, "inf"]
     assert all(p["num_prompts"] == 200 for p in points)
+
+
+def test_env_grid_makes_server_points_whose_env_is_not_a_flag(course_config):
+    from servelab.experiments import bench_knobs, engine_flags, point_env
+
+    points = server_points(course_config["experiments"]["week15_chunk"])
+    assert list(points) == ["LMCACHE_CHUNK_SIZE=64", "LMCACHE_CHUNK_SIZE=256", "LMCACHE_CHUNK_SIZE=1024"]
+    knobs = points["LMCACHE_CHUNK_SIZE=64"]
+    assert point_env(knobs) == {"LMCACHE_CHUNK_SIZE": "64"}
+    assert "env" not in engine_flags(knobs) and "kv_transfer_config" in engine_flags(knobs)
+    # the restart count is servelab's, not the benchmark client's
+    assert bench_knobs({"restart": 1, "num_prompts": 5}) == {"num_prompts": 5}
+    assert swept_knobs(course_config["experiments"]["week15"]) == ["LMCACHE_LOCAL_DISK", "restart"]

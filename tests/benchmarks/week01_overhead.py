@@ -2,7 +2,7 @@
 
     .venv/bin/python tests/benchmarks/week01_overhead.py
 
-Runs `snakemake --profile profiles/local` in a fresh copy of the workflow twice:
+Runs `snakemake --profile profiles/local --config run=[week01]` in a fresh copy of the workflow twice:
 cold (tiny model and dataset built too) and sweep-only (results removed, model
 kept). For each: wall time vs (server start-up + sum of benchmark durations),
 the irreducible part. Target ratio <= 1.10.
@@ -20,7 +20,7 @@ from conftest import make_workdir, snakemake  # noqa: E402
 
 def measure(workdir: Path, label: str) -> float:
     started = time.monotonic()
-    snakemake(workdir, "--profile", "profiles/local")
+    snakemake(workdir, "--profile", "profiles/local", "--config", "run=[week01]")
     wall = time.monotonic() - started
     records = [json.loads(p.read_text()) for p in (workdir / "results/week01/store").glob("*/record.json")]
     startup = {r["session"]: r["server_startup_s"] for r in records}

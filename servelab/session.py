@@ -185,7 +185,8 @@ def measure(spec: SessionSpec, missing: list[tuple[str, dict, dict]], store: Poi
                 startup_s = fleet.wait_healthy(spec.startup_timeout_s, progress=log)
                 group = [m for m in missing if m[1].get(RESTART_KNOB, 0) == restart]
                 log(f"server healthy after {startup_s:.1f}s; measuring {len(group)} point(s)")
-                facts = server_log.read_facts(fleet.facts_from.log)
+                facts = server_log.read_facts(fleet.facts_from.log,
+                                              server_log.scrape_metrics(fleet.facts_from.base_url))
                 with sidecars(spec, fleet, launch_dir):
                     measure_points(spec, group, store, hardware, fleet, client, tmpdir, session_dir,
                                    session_name, serve_cmd, startup_s, facts)

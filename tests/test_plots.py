@@ -70,3 +70,18 @@ def test_scatter_sizes_markers_by_a_column(tmp_path, monkeypatch):
     assert mpimg.imread(tmp_path / "pareto.png").shape[0] > 200
     with pytest.raises(KeyError, match="weights_gb"):
         plots.draw(df, dict(spec, size="weights_gb"), tmp_path / "bad.png")
+
+
+def test_footer_names_the_hardware_and_says_what_cpu_numbers_show(tmp_path, monkeypatch):
+    cpu = table().assign(device="cpu", hardware="AMD EPYC", cpu_features="avx2")
+    footer = plots.hardware_footer(cpu)
+    assert footer.startswith("measured on AMD EPYC [avx2]") and "not which engine or setting wins" in footer
+    gpu = table().assign(device="gpu", hardware="NVIDIA H100 80GB HBM3", cpu_features="avx2 avx512f")
+    assert "not which" not in plots.hardware_footer(gpu) and "H100" in plots.hardware_footer(gpu)
+    assert plots.hardware_footer(table()) == ""
+    texts = []
+    original = plots.plt.Figure.text
+    monkeypatch.setattr(plots.plt.Figure, "text",
+                        lambda self, *a, **k: texts.append(a[2]) or original(self, *a, **k))
+    plots.draw(cpu, SPEC, tmp_path / "f.png")
+    assert footer in texts  # (suptitle is drawn through Figure.text too)

@@ -9,7 +9,8 @@ from __future__ import annotations
 import hashlib
 import json
 
-from servelab.experiments import client_points, swept_knobs
+from servelab import dummy_weights
+from servelab.experiments import client_points, enabled_experiments, point_model, server_points, swept_knobs
 from servelab.lm_eval_client import column_prefixes
 
 # which engines serve, and the offline benchmarks each engine has
@@ -88,6 +89,9 @@ def check(config: dict) -> None:
                              *((k, spec[k]) for k in ("hue", "col", "size") if k in spec)]:
                 if col not in columns and not col.startswith(prefixes or ("\0",)):
                     problems.append(f"{where}.figures.{fig}.{key}: unknown column {col!r}")
+    problems += dummy_weights.problems(config, {
+        name: {point_model(config["experiments"][name], k) for k in server_points(config["experiments"][name]).values()}
+        for name in enabled_experiments(config) if name in config["experiments"]})
     if problems:
         raise ConfigError("invalid config:\n  " + "\n  ".join(problems))
 
@@ -131,8 +135,11 @@ def config_hash(config: dict) -> str:
 
 
 def model_identity(config: dict, name: str) -> str:
-    """What pins a model's weights: hub repo@revision, or the tiny recipe's hash."""
+    """What pins a model's weights: hub repo@revision, the tiny recipe's hash, or (random
+    weights) the shape's hash."""
     spec = config["models"][name]
+    if dummy_weights.served_from_shape(config, name):
+        return dummy_weights.shape_identity(spec["shape"])
     if "hub" in spec:
         return f"{spec['hub']}@{spec['revision']}"
     return "tiny:" + hashlib.sha256(json.dumps(spec["tiny"], sort_keys=True).encode()).hexdigest()[:16]

@@ -37,6 +37,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--dtype", default="auto", help="torch dtype of the weights (auto: the checkpoint's)")
     p.add_argument("--device", default="auto", help="cuda, cpu, or auto (cuda when present)")
+    p.add_argument("--load-format", choices=["auto", "dummy"], default="auto",
+                   help="dummy: random weights of the config's shape (as vLLM's --load-format dummy)")
     p.add_argument("--output-json", required=True)
     return p
 
@@ -123,7 +125,15 @@ def main(argv: list[str] | None = None) -> None:
     torch.manual_seed(args.seed)
     device = args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
     tokenizer = AutoTokenizer.from_pretrained(args.model)
-    model = AutoModelForCausalLM.from_pretrained(args.model, dtype=args.dtype).to(device).eval()
+    if args.load_format == "dummy":
+        from transformers import AutoConfig
+
+        config = AutoConfig.from_pretrained(args.model)
+        dtype = getattr(torch, args.dtype) if args.dtype != "auto" else torch.bfloat16
+        with torch.device(device):
+            model = AutoModelForCausalLM.from_config(config, dtype=dtype).eval()
+    else:
+        model = AutoModelForCausalLM.from_pretrained(args.model, dtype=args.dtype).to(device).eval()
     if args.dataset_name == "sharegpt":
         requests = sharegpt_requests(args.dataset_path, args.num_prompts, tokenizer, args.seed)
     else:

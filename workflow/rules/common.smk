@@ -11,6 +11,7 @@ os.environ["PYTHONPATH"] = os.pathsep.join(
 )
 
 from servelab import config as servelab_config
+from servelab import dummy_weights
 from servelab import experiments as ex
 from servelab.topology import topology_gpus
 
@@ -70,11 +71,19 @@ def server_knobs(wildcards):
     return points[wildcards.server_point]
 
 
+def experiment_dataset(exp):
+    """The experiment's workload (in a dummy-weights check, the one standing in for it)."""
+    return dummy_weights.dataset(config, exp["dataset"])
+
+
 def session_inputs(wildcards):
     exp = EXPERIMENTS[wildcards.experiment]
-    inputs = {"model": f"{MODELS_DIR}/{ex.point_model(exp, server_knobs(wildcards))}"}
-    if "builtin" not in config["datasets"][exp["dataset"]]:
-        inputs["dataset"] = f"{DATASETS_DIR}/{exp['dataset']}.json"
+    knobs = server_knobs(wildcards)
+    inputs = {"model": dummy_weights.model_dir(config, ex.point_model(exp, knobs))}
+    for draft in dummy_weights.draft_models(config, knobs):
+        inputs["draft_model"] = dummy_weights.model_dir(config, draft)
+    if "builtin" not in config["datasets"][experiment_dataset(exp)]:
+        inputs["dataset"] = f"{DATASETS_DIR}/{experiment_dataset(exp)}.json"
     if "generated_task" in exp.get("eval", {}):
         inputs["eval_tasks"] = f"{DATASETS_DIR}/lm_eval/{exp['eval']['generated_task']['name']}"
     return inputs
@@ -85,15 +94,16 @@ def session_params(wildcards):
     exp = EXPERIMENTS[wildcards.experiment]
     knobs = server_knobs(wildcards)
     engine = config["engines"][exp["engine"]]
+    model, dataset = ex.point_model(exp, knobs), experiment_dataset(exp)
     return {
         "engine": exp["engine"],
         "kind": exp["kind"],
         "tool": exp.get("tool"),
-        "model_identity": servelab_config.model_identity(config, ex.point_model(exp, knobs)),
-        "dataset_identity": servelab_config.dataset_identity(config, exp["dataset"]),
-        "dataset_name": config["datasets"][exp["dataset"]].get("builtin", "sharegpt"),
-        "server_knobs": ex.engine_flags(knobs),
-        "client_points": ex.session_points(exp),
+        "model_identity": servelab_config.model_identity(config, model),
+        "dataset_identity": servelab_config.dataset_identity(config, dataset),
+        "dataset_name": config["datasets"][dataset].get("builtin", "sharegpt"),
+        "server_knobs": dummy_weights.served_knobs(config, model, ex.engine_flags(knobs)),
+        "client_points": dummy_weights.client_points(config, ex.session_points(exp)),
         "startup_timeout_s": engine["startup_timeout_s"],
         "env": {**engine["env"], **exp.get("server", {}).get("env", {}), **ex.point_env(knobs)},
         # what of the environment defines the measurement (engine env: machine settings)
@@ -115,6 +125,10 @@ def gpus_for(wildcards):
     if config["device"] == "cpu":
         return 0
     return topology_gpus(server_knobs(wildcards), EXPERIMENTS[wildcards.experiment].get("topology"))
+
+
+def model_shape(wildcards):
+    return config["models"][wildcards.model]["shape"]
 
 
 def tiny_recipe(wildcards):

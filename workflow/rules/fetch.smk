@@ -20,6 +20,24 @@ rule tiny_model:
         "../scripts/build_tiny_model.py"
 
 
+rule shape_model:
+    # an architecture's config.json and a tokenizer of its vocabulary size, no weights:
+    # served with load_format dummy (random weights of the real shapes)
+    output:
+        directory(f"{MODELS_DIR}/shapes/{{model}}"),
+    wildcard_constraints:
+        model=names_regex(kind_of("models", "shape")),
+    params:
+        shape=model_shape,
+    log:
+        "logs/models/shape_{model}.log",
+    cache: "omit-software"
+    conda:
+        "../../envs/vllm.yaml"
+    script:
+        "../scripts/build_shape_model.py"
+
+
 rule hub_model:
     output:
         directory(f"{MODELS_DIR}/{{model}}"),

@@ -22,6 +22,24 @@ class ConfigError(ValueError):
     pass
 
 
+# sections of an experiment (and single figures) an overlay may switch off by setting
+# them to null: Snakemake merges config files key by key, so an overlay cannot delete one
+OPTIONAL_SECTIONS = ("eval", "topology", "monitors", "figures")
+
+
+def drop_nulled_sections(config: dict) -> dict:
+    for exp in (config.get("experiments") or {}).values():
+        if not isinstance(exp, dict):
+            continue
+        for key in OPTIONAL_SECTIONS:
+            if key in exp and exp[key] is None:
+                del exp[key]
+        figures = exp.get("figures") or {}
+        for name in [n for n, spec in figures.items() if spec is None]:
+            del figures[name]
+    return config
+
+
 def check(config: dict) -> None:
     problems = []
     for name in config.get("run") or []:

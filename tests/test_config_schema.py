@@ -87,3 +87,16 @@ def test_snakemake_stops_before_any_job_on_a_bad_key(tmp_path):
     assert proc.returncode != 0
     assert "'typo_knob' was unexpected" in proc.stderr + proc.stdout
     assert not (work / "results").exists() and not (work / "resources/models").exists()
+
+
+def test_an_overlay_switches_a_section_off_with_null(course_config):
+    from servelab import config as servelab_config
+
+    week12 = course_config["experiments"]["week12"]
+    week12["eval"] = None
+    with pytest.raises(ConfigError, match="week12.figures.pareto.y: unknown column"):
+        check(servelab_config.drop_nulled_sections(copy.deepcopy(course_config)))
+    week12["figures"]["pareto"] = None   # the accuracy figure goes with the accuracy
+    servelab_config.drop_nulled_sections(course_config)
+    assert "eval" not in week12 and list(week12["figures"]) == ["throughput_by_precision"]
+    servelab_config.check(course_config)

@@ -15,6 +15,7 @@ from servelab import dummy_weights
 from servelab import experiments as ex
 from servelab.topology import topology_gpus
 
+servelab_config.drop_nulled_sections(config)
 validate(config, "../../config/schema.yaml")
 servelab_config.check(config)
 

@@ -36,7 +36,10 @@ def make_workdir(dest: Path) -> Path:
     files = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"],
                            cwd=REPO, capture_output=True, text=True, check=True).stdout.split()
     for rel in files:
-        if (REPO / rel).is_file():
+        if (REPO / rel).is_symlink():   # e.g. `slurm` -> profiles/slurm
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            os.symlink(os.readlink(REPO / rel), dest / rel)
+        elif (REPO / rel).is_file():
             (dest / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(REPO / rel, dest / rel)
     return dest

@@ -27,7 +27,9 @@ def dry_run_jobs(output: str) -> list[dict]:
 def test_slurm_profile_dry_run_lists_every_experiment_with_its_gpus(tmp_path, course_config):
     work = make_workdir(tmp_path / "wf")
     started = time.monotonic()
-    proc = snakemake(work, "--profile", "profiles/slurm", "-n")
+    # the profile by name, as users type it (Snakemake looks in the working directory
+    # first, where `slurm` links to profiles/slurm)
+    proc = snakemake(work, "--profile", "slurm", "-n")
     took = time.monotonic() - started
     jobs = dry_run_jobs(proc.stdout + proc.stderr)
     sessions = {(j["wildcards"]["experiment"], j["wildcards"]["server_point"]): j
@@ -64,3 +66,12 @@ def test_server_point_ids_of_json_knobs_are_path_safe(course_config):
     assert all("/" not in i and " " not in i for i in ids)
     assert len(set(ids)) == 3
     assert point_id({"model": "llama31_8b_fp8"}) == "model=llama31_8b_fp8"
+
+
+def test_the_mission_command_previews_week12s_pareto_figure(tmp_path):
+    work = make_workdir(tmp_path / "wf")
+    jobs = dry_run_jobs(snakemake(work, "--profile", "slurm", "results/week12/pareto.png", "-n").stdout)
+    figures = [j["wildcards"] for j in jobs if j["rule"] == "figure"]
+    assert figures == [{"experiment": "week12", "figure": "pareto"}]
+    assert {j["wildcards"]["server_point"] for j in jobs if j["rule"] == "serve_session"} == {
+        "model=llama31_8b", "model=llama31_8b_fp8", "model=llama31_8b_awq"}

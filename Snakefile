@@ -19,3 +19,12 @@ rule all:
     default_target: True
     input:
         default_targets(),
+
+
+# the run ends with what failed and why (failed points are rows with valid=false)
+onsuccess:
+    report_failed_points()
+
+
+onerror:
+    report_failed_points()

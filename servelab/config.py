@@ -10,7 +10,7 @@ import hashlib
 import json
 
 from servelab import dummy_weights
-from servelab.experiments import client_points, enabled_experiments, point_model, server_points, swept_knobs
+from servelab.experiments import all_client_points, enabled_experiments, point_model, server_points, swept_knobs
 from servelab.lm_eval_client import column_prefixes
 
 # which engines serve, and the offline benchmarks each engine has
@@ -37,6 +37,9 @@ def drop_nulled_sections(config: dict) -> dict:
         figures = exp.get("figures") or {}
         for name in [n for n, spec in figures.items() if spec is None]:
             del figures[name]
+    # `--config retry_failed=true`: Snakemake reads only True/False as booleans
+    if str(config.get("retry_failed")).lower() in ("true", "false"):
+        config["retry_failed"] = str(config["retry_failed"]).lower() == "true"
     return config
 
 
@@ -48,6 +51,11 @@ def check(config: dict) -> None:
     tasks_seen: dict = {}
     for name, exp in config["experiments"].items():
         where = f"experiments.{name}"
+        try:
+            server_points(exp)
+        except ValueError as err:
+            problems.append(f"{where}.server: {err}")
+            continue
         for section in ("model", "dataset", "engine"):
             table = {"model": "models", "dataset": "datasets", "engine": "engines"}[section]
             if exp[section] not in config[table]:
@@ -81,7 +89,7 @@ def check(config: dict) -> None:
         mons = exp.get("monitors", {})
         if "torch_profile" in mons and exp["engine"] != "vllm":
             problems.append(f"{where}.monitors.torch_profile: vLLM's profiler only (engine is {exp['engine']})")
-        if offline and any("restart" in p for p in client_points(exp)):
+        if offline and any("restart" in p for p in all_client_points(exp)):
             problems.append(f"{where}.client.restart: restarts are of a server; kind offline has none")
         if exp.get("topology") and offline:
             problems.append(f"{where}.topology: a P/D topology serves; kind offline has none")
@@ -90,11 +98,11 @@ def check(config: dict) -> None:
         random_data = config["datasets"].get(exp["dataset"], {}).get("builtin") == "random"
         if exp.get("tool") == "throughput" and random_data:
             for knob in ("input_len", "output_len", "prefix_len"):
-                if any(knob in p for p in client_points(exp)):
+                if any(knob in p for p in all_client_points(exp)):
                     problems.append(f"{where}.client.{knob}: vllm bench throughput ignores it on the random "
                                     f"dataset (its random_{knob} default wins); use random_{knob}")
         needs_prompts = not offline or exp.get("tool") in ("throughput", "static_batch")
-        if needs_prompts and not any("num_prompts" in p for p in client_points(exp)):
+        if needs_prompts and not any("num_prompts" in p for p in all_client_points(exp)):
             problems.append(f"{where}.client: num_prompts is missing (set it in args or grid)")
         for fig, spec in exp.get("figures", {}).items():
             joined = [o for o in spec.get("also_from", []) if o in config["experiments"]]
@@ -107,6 +115,8 @@ def check(config: dict) -> None:
                              *((k, spec[k]) for k in ("hue", "col", "size") if k in spec)]:
                 if col not in columns and not col.startswith(prefixes or ("\0",)):
                     problems.append(f"{where}.figures.{fig}.{key}: unknown column {col!r}")
+    if problems:
+        raise ConfigError("invalid config:\n  " + "\n  ".join(problems))
     problems += dummy_weights.problems(config, {
         name: {point_model(config["experiments"][name], k) for k in server_points(config["experiments"][name]).values()}
         for name in enabled_experiments(config) if name in config["experiments"]})
@@ -124,7 +134,8 @@ def _metric_columns() -> set[str]:
                                           "latency_p50_s", "latency_p90_s", "latency_p99_s",
                                           "kv_cache_tokens", "kv_cache_blocks", "max_concurrency_x",
                                           "weights_gib", "padding_fraction", "total_tokens",
-                                          "theory_latency_s", "theory_decode_step_ms"}
+                                          "theory_latency_s", "theory_decode_step_ms",
+                                          "peak_rss_gib", "peak_gpu_mem_gib"}
 
 
 METRIC_COLUMNS = _metric_columns()

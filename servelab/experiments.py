@@ -1,8 +1,11 @@
 """Experiments are data: expand an experiment's grids into server and client points.
 
-An experiment is engine + model + workload + a grid of server knobs + a grid of
-client (load) knobs. Each server point becomes one Snakemake job; its client
-points are measured inside that job against one server.
+An experiment is engine + model + workload + server points + client (load) points.
+Server points are a cartesian grid of knobs, a list of named configurations
+(`server.configs`, e.g. a tuning study's successive settings), or both; client points
+are a grid, or named workloads each with a grid of its own (`client.workloads`). A
+named configuration may bring its own client section. Each server point becomes one
+Snakemake job; its client points are measured inside that job against one server.
 """
 
 from __future__ import annotations
@@ -19,6 +22,10 @@ EVAL_KNOB = "lm_eval"
 ENV_KNOB = "env"
 # client knob: how many times the session restarts the server before measuring the point
 RESTART_KNOB = "restart"
+# a named server configuration's own client section (overlays the experiment's)
+CLIENT_KNOB = "client"
+# client knob: the named workload (`client.workloads`) a load point belongs to
+WORKLOAD_KNOB = "workload"
 
 
 def grid_points(grid: dict) -> list[dict]:
@@ -52,18 +59,26 @@ def point_id(knobs: dict) -> str:
 
 
 def server_points(exp: dict) -> dict[str, dict]:
-    """{server point id: full server knobs (fixed args overlaid by the grid point)}.
+    """{server point id: full server knobs (fixed args overlaid by the grid point or
+    the named configuration)}; a named configuration's id is its name.
 
     A grid may sweep `model` (names under `models:`), e.g. week 12's quantized
     checkpoints; the point's model is then `point_model(exp, knobs)`.
     """
     server = exp.get("server", {})
-    points = {}
-    combos = [(p, e) for p in grid_points(server.get("grid", {})) for e in grid_points(server.get("env_grid", {}))]
-    for knobs, env in combos:
-        points[point_id({**knobs, **env})] = {**server.get("args", {}), **knobs, **({ENV_KNOB: env} if env else {})}
-    if len(points) != len(combos):
-        raise ValueError(f"server grid values collide after making names path-safe: {sorted(points)}")
+    args, configs = server.get("args", {}), server.get("configs", {})
+    points, count = {}, 0
+    if server.get("grid") or server.get("env_grid") or not configs:
+        for knobs in grid_points(server.get("grid", {})):
+            for env in grid_points(server.get("env_grid", {})):
+                points[point_id({**knobs, **env})] = {**args, **knobs, **({ENV_KNOB: env} if env else {})}
+                count += 1
+    for name, knobs in configs.items():
+        points[name] = {**args, **(knobs or {})}
+        count += 1
+    if len(points) != count:
+        raise ValueError(f"server point names collide (grid values made path-safe, or a named "
+                         f"configuration named like a grid point): {sorted(points)}")
     return points
 
 
@@ -73,7 +88,7 @@ def point_model(exp: dict, knobs: dict) -> str:
 
 def engine_flags(knobs: dict) -> dict:
     """Server knobs that become engine flags (all but servelab's own)."""
-    return {k: v for k, v in knobs.items() if k not in (MODEL_KNOB, ENV_KNOB)}
+    return {k: v for k, v in knobs.items() if k not in (MODEL_KNOB, ENV_KNOB, CLIENT_KNOB)}
 
 
 def point_env(knobs: dict) -> dict:
@@ -91,27 +106,67 @@ def gpus_needed(knobs: dict) -> int:
             * size("data_parallel_size", "dp", "dp_size"))
 
 
-def client_points(exp: dict) -> list[dict]:
-    """Full client knobs of every load point (fixed args overlaid by the grid point)."""
+def client_section(exp: dict, server_knobs: dict | None = None) -> dict:
+    """The client section a server point measures: the experiment's, overlaid by a
+    named configuration's own (args merge; grid and workloads replace)."""
     client = exp.get("client", {})
-    return [{**client.get("args", {}), **p} for p in grid_points(client.get("grid", {}))]
+    own = (server_knobs or {}).get(CLIENT_KNOB)
+    if not own:
+        return client
+    return {"args": {**client.get("args", {}), **own.get("args", {})},
+            "grid": own.get("grid", client.get("grid", {})),
+            "workloads": own.get("workloads", client.get("workloads", {}))}
+
+
+def client_points(exp: dict, server_knobs: dict | None = None) -> list[dict]:
+    """Full client knobs of every load point of a server point (fixed args overlaid by
+    the grid point; with named workloads, by the workload's args and its own grid)."""
+    client = client_section(exp, server_knobs)
+    args, grid = client.get("args", {}), client.get("grid", {})
+    workloads = client.get("workloads") or {}
+    if not workloads:
+        return [{**args, **p} for p in grid_points(grid)]
+    return [{**args, **(w.get("args") or {}), **p, WORKLOAD_KNOB: name}
+            for name, w in workloads.items() for p in grid_points({**grid, **(w.get("grid") or {})})]
+
+
+def all_client_points(exp: dict) -> list[dict]:
+    """Client points of every server point (what a check of the client's flags covers)."""
+    seen, out = set(), []
+    for knobs in server_points(exp).values():
+        for point in client_points(exp, knobs):
+            key = repr(sorted(point.items(), key=lambda kv: kv[0]))
+            if key not in seen:
+                seen.add(key)
+                out.append(point)
+    return out
 
 
 def bench_knobs(knobs: dict) -> dict:
-    """Client knobs the benchmark client takes (servelab's `restart` is not one)."""
-    return {k: v for k, v in knobs.items() if k != RESTART_KNOB}
+    """Client knobs the benchmark client takes (servelab's `restart` and `workload` are not)."""
+    return {k: v for k, v in knobs.items() if k not in (RESTART_KNOB, WORKLOAD_KNOB)}
 
 
-def session_points(exp: dict) -> list[dict]:
+def session_points(exp: dict, server_knobs: dict | None = None) -> list[dict]:
     """What one server's session measures: the load points, then lm-eval if the
     experiment has an `eval` section."""
-    return client_points(exp) + ([{EVAL_KNOB: exp["eval"]}] if exp.get("eval") else [])
+    return client_points(exp, server_knobs) + ([{EVAL_KNOB: exp["eval"]}] if exp.get("eval") else [])
 
 
 def swept_knobs(exp: dict) -> list[str]:
     """The knobs that vary inside an experiment: the columns a figure can use."""
     server = exp.get("server", {})
-    return list(server.get("grid", {})) + list(server.get("env_grid", {})) + list(exp.get("client", {}).get("grid", {}))
+    out = list(server.get("grid", {})) + list(server.get("env_grid", {}))
+    for knobs in (server.get("configs") or {}).values():
+        out += [k for k in engine_flags(knobs or {}) if k not in out]
+    for knobs in server_points(exp).values():
+        client = client_section(exp, knobs)
+        names = list(client.get("grid", {}))
+        for w in (client.get("workloads") or {}).values():
+            names += [WORKLOAD_KNOB, *(w.get("args") or {}), *(w.get("grid") or {})]
+        for k in names:
+            out += [] if k in out else [k]
+    return out
 
 
 def enabled_experiments(config: dict) -> list[str]:

@@ -105,7 +105,9 @@ def hardware_columns(hw: dict) -> dict:
             "cpu_features": " ".join(hw.get("cpu_features") or [])}
 
 
-def point_row(record: dict, bench: dict) -> dict:
+def point_row(record: dict, bench: dict | None) -> dict:
+    """One point's row; a failed point (bench None) keeps its knobs, hardware and the
+    engine's reason, with `valid` false and no measurements."""
     knobs = record["client_knobs"]
     requested = requested_rate(knobs.get("request_rate"))
     server = record["identity"]["server"]
@@ -118,15 +120,20 @@ def point_row(record: dict, bench: dict) -> dict:
         **record["identity"].get("env", {}),   # e.g. LMCACHE_CHUNK_SIZE swept by server.env_grid
         **{k: v for k, v in knobs.items() if k != "request_rate"},
         # offline benchmarks have no arrival rate
-        **({"request_rate": requested} if "request_rate" in knobs or "request_rate" in bench else {}),
-        **bench_row(bench),
+        **({"request_rate": requested} if "request_rate" in knobs or "request_rate" in (bench or {}) else {}),
+        **(bench_row(bench) if bench is not None else {}),
         "server_startup_s": record.get("server_startup_s"),
         **server_facts_columns(record.get("server_facts") or {}, server.get("block_size")),
+        "peak_rss_gib": record.get("peak_rss_gib"),
+        "peak_gpu_mem_gib": record.get("peak_gpu_mem_gib"),
         "engine_version": record["identity"].get("engine_version"),
         **hardware_columns(record["identity"]["hardware"]),
         "session": record.get("session"),
         "point_key": record["key"],
     }
+    if failure := record.get("failure"):
+        row.update(valid=False, invalid_reason=f"{failure['stage']}: {failure['reason']}")
+        return row
     if "latency_p50_s" in row:  # week 3: the roofline's lower bound beside the measured latency
         row.update(theory_columns(knobs, record.get("model_size"), record["identity"]["hardware"].get("gpus") or []))
     problems = validity(row, requested, knobs.get("num_prompts"))
@@ -135,19 +142,35 @@ def point_row(record: dict, bench: dict) -> dict:
     return row
 
 
-def table(view_files: list[str | Path], store_dir: str | Path):
-    """Concatenate the session views of one experiment into its tidy table.
-    A server point's lm-eval accuracy (week 12) joins each of its load rows."""
+def check_point_set(view_file: str | Path, records: list[dict], expected: list[dict] | None) -> None:
+    """A view must hold exactly the configured points of its server point, in order."""
+    if expected is None:
+        return
+    got = [r["client_knobs"] for r in records]
+    if got != expected:
+        raise ValueError(f"{view_file} holds {len(got)} point(s), the config {len(expected)}: the view is "
+                         f"stale or was edited; delete it and rerun (configured: {expected}; in view: {got})")
+
+
+def table(view_files: list[str | Path], store_dir: str | Path, expected: dict[str, list[dict]] | None = None):
+    """Concatenate the session views of one experiment into its tidy table, one row
+    per configured point (failed ones included). `expected`: {server point: its
+    configured client points}, checked against each view. A server point's lm-eval
+    accuracy (week 12) joins each of its load rows."""
     import pandas as pd
 
     rows = []
     for view_file in view_files:
+        records = json.loads(Path(view_file).read_text())
+        check_point_set(view_file, records, None if expected is None else expected[Path(view_file).stem])
         accuracy, server_rows = {}, []
-        for record in json.loads(Path(view_file).read_text()):
-            result = json.loads((Path(store_dir) / record["key"] / "bench.json").read_text())
+        for record in records:
+            bench = None if record.get("failure") else json.loads(
+                (Path(store_dir) / record["key"] / "bench.json").read_text())
             if EVAL_KNOB in record["client_knobs"]:
-                accuracy.update(accuracy_columns(result))
+                accuracy.update(accuracy_columns(bench) if bench is not None else
+                                {"eval_invalid_reason": point_row(record, None)["invalid_reason"]})
             else:
-                server_rows.append(point_row(record, result))
+                server_rows.append(point_row(record, bench))
         rows += [{**row, **accuracy} for row in server_rows]
     return pd.DataFrame(rows)

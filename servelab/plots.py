@@ -3,12 +3,15 @@
 A figure spec: {x, y (a column or a list), xlabel, ylabel, hue?, col?, size?,
 kind? (line|scatter), title?, also_from? (other experiments whose rows join)}.
 Several y columns are drawn as one line each (e.g. p50 and p99). Points that
-failed a validity check are drawn with a red cross and named in the legend.
+failed a validity check are drawn with a red cross; points the engine refused or
+failed (no measurement) as a black triangle on the x axis, the engine's reason in
+the legend.
 """
 
 from __future__ import annotations
 
 import math
+import textwrap
 from pathlib import Path
 
 import matplotlib
@@ -22,13 +25,18 @@ from servelab.atomic import atomic_path  # noqa: E402
 from servelab.experiments import format_value  # noqa: E402
 
 
-def check_columns(df: pd.DataFrame, spec: dict, name: str) -> None:
+def check_columns(df: pd.DataFrame, spec: dict, name: str) -> pd.DataFrame:
+    """The table with the figure's columns; a measurement column that only failed
+    points would have had (none measured) is added empty."""
     ys = spec["y"] if isinstance(spec["y"], list) else [spec["y"]]
+    failed = "valid" in df.columns and not df["valid"].astype(bool).any()
+    df = df.assign(**{y: float("nan") for y in ys if y not in df.columns and failed})
     wanted = [spec["x"], *ys] + [spec[k] for k in ("hue", "col", "size") if spec.get(k)]
     missing = [c for c in wanted if c not in df.columns]
     if missing:
         raise KeyError(f"figure {name!r} names column(s) {missing} that the metrics table lacks; "
                        f"available: {sorted(df.columns)}")
+    return df
 
 
 def long_form(df: pd.DataFrame, spec: dict) -> tuple[pd.DataFrame, str | None]:
@@ -72,7 +80,7 @@ def hardware_footer(df: pd.DataFrame) -> str:
 def draw(df: pd.DataFrame, spec: dict, out: str | Path, name: str = "figure") -> Path:
     if df.empty:
         raise ValueError(f"figure {name!r}: the metrics table has no rows")
-    check_columns(df, spec, name)
+    df = check_columns(df, spec, name)
     data, hue = long_form(df, spec)
     x = spec["x"]
     order = categorical_x(data[x])
@@ -91,16 +99,33 @@ def draw(df: pd.DataFrame, spec: dict, out: str | Path, name: str = "figure") ->
         data[x] = pd.Categorical(data[x], categories=order, ordered=True)
         data = data.sort_values(x)
         plot_kw.update(data=data, **({"sort": False} if kind == "line" else {}))
-    grid = sns.relplot(**plot_kw)
+    if data["_y"].notna().any():
+        grid = sns.relplot(**plot_kw)
+        axes = list(grid.axes_dict.items()) if spec.get("col") else [(None, grid.ax)]
+    else:  # nothing measured (every point failed): the axes and the failures alone
+        grid = sns.FacetGrid(data.iloc[:0], height=4, aspect=1.4)
+        axes = [(None, grid.ax)]
+        if order is not None:
+            grid.ax.set_xticks(range(len(order)), labels=order)
     grid.set_axis_labels(spec["xlabel"], spec["ylabel"])
     if "valid" in data.columns and (~data["valid"].astype(bool)).any():
         bad = data[~data["valid"].astype(bool)]
-        for ax_key, ax in grid.axes_dict.items() if spec.get("col") else [(None, grid.ax)]:
+        for ax_key, ax in axes:
             sub = bad if ax_key is None else bad[bad[spec["col"]] == ax_key]
             xs = sub[x].cat.codes if order is not None else sub[x]
-            ax.scatter(xs, sub["_y"], marker="x", color="red", s=90, zorder=5,
-                       label="failed a validity check")
-            ax.legend(loc="best", fontsize="small")
+            measured = sub["_y"].notna()
+            if measured.any():
+                ax.scatter(xs[measured], sub["_y"][measured], marker="x", color="red", s=90, zorder=5,
+                           label="failed a validity check")
+            if (~measured).any():
+                failed = sub[~measured]
+                reasons = sorted({textwrap.shorten(f"{sp}: {r}", 150) for sp, r in
+                                  zip(failed["server_point"], failed["invalid_reason"])})
+                ax.scatter(xs[~measured], [ax.get_ylim()[0]] * int((~measured).sum()), marker="v",
+                           color="black", s=90, zorder=5, clip_on=False,
+                           label="not measured:\n" + "\n".join(textwrap.fill(r, 60) for r in reasons))
+            # beside the axes: a failure's reason is long, and must not hide points
+            ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1), fontsize="small")
     grid.figure.suptitle(spec.get("title", name), y=1.02)
     if footer := hardware_footer(df):
         grid.figure.text(0.01, -0.02, footer, fontsize="x-small", color="dimgray", va="top", wrap=True)

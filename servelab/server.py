@@ -17,7 +17,13 @@ import requests
 
 
 class ServerError(RuntimeError):
-    """The server failed to start, or died while it was being measured."""
+    """The server failed to start, or died while it was being measured. `exit_code`:
+    the server's own exit code (negative: killed by that signal; None: still running,
+    e.g. not healthy in time)."""
+
+    def __init__(self, message: str, exit_code: int | None = None, log: Path | None = None):
+        super().__init__(message)
+        self.exit_code, self.log = exit_code, log
 
 
 def free_port() -> int:
@@ -65,7 +71,8 @@ class Server:
         if code is not None:
             raise ServerError(
                 f"server exited with code {code} {during}; log: {self.log}\n"
-                f"--- last lines of the server log ---\n{log_tail(self.log)}"
+                f"--- last lines of the server log ---\n{log_tail(self.log)}",
+                exit_code=code, log=self.log,
             )
 
     def wait_healthy(self, timeout_s: float, progress=print) -> float:
@@ -87,7 +94,8 @@ class Server:
             time.sleep(0.25)
         raise ServerError(
             f"server not healthy within {timeout_s:.0f}s (server.startup_timeout_s); "
-            f"log: {self.log}\n--- last lines ---\n{log_tail(self.log)}"
+            f"log: {self.log}\n--- last lines ---\n{log_tail(self.log)}",
+            log=self.log,
         )
 
     def stop(self) -> None:

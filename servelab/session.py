@@ -18,11 +18,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from servelab import commands, lm_eval_client, monitors, provenance, roofline, server_log, topology
+from servelab import commands, failure, lm_eval_client, monitors, provenance, roofline, server_log, topology
 from servelab.engines import ENGINES
 from servelab.atomic import write_text
 from servelab.experiments import EVAL_KNOB, RESTART_KNOB, bench_knobs, gpus_needed, point_id
-from servelab.server import Server, free_port, log_tail, terminate_on_sigterm
+from servelab.peak_memory import PeakMemory
+from servelab.server import Server, ServerError, free_port, log_tail, terminate_on_sigterm
 from servelab.store import PointStore, identity_hash
 
 
@@ -159,37 +160,79 @@ def launch_plan(spec: SessionSpec, session_dir: Path, env: dict) -> tuple[Fleet,
     return Fleet(servers, facts_from=servers[1]), "\n".join(lines)
 
 
-def measure(spec: SessionSpec, missing: list[tuple[str, dict, dict]], store: PointStore,
-            hardware: dict) -> None:
+@dataclass
+class Launch:
+    """What the points of one session share: the spec, the store, the machine, the
+    session's directory and, once started, the fleet and its start-up facts."""
+    spec: SessionSpec
+    store: PointStore
+    hardware: dict
+    session_name: str
+    session_dir: Path
+    tmpdir: str
+    env: dict
+    client: object = None
+    fleet: Fleet | None = None
+    serve_cmd: str = ""
+    startup_s: float | None = None
+    facts: dict = field(default_factory=dict)
+
+    @property
+    def engine(self):
+        return ENGINES[self.spec.engine]
+
+    def point_name(self, knobs: dict) -> str:
+        return "lm_eval" if EVAL_KNOB in knobs else point_id(knobs_swept(knobs, self.spec))
+
+    def record(self, key: str, identity: dict, knobs: dict, client_command: str, wall_s: float | None,
+               extra: dict | None = None) -> dict:
+        return {**point_record(self.spec, key, identity, knobs, self.session_name, self.hardware,
+                               self.engine.distributions, self.serve_cmd, client_command, self.startup_s,
+                               wall_s, self.facts), **(extra or {})}
+
+    def save_failure(self, point: tuple[str, dict, dict], failure: PointFailed) -> None:
+        key, knobs, identity = point
+        self.store.save(key, self.record(key, identity, knobs, "", None, {"failure": failure.as_record()}), {})
+        log(f"{self.point_name(knobs)}: FAILED ({failure.stage}) {failure.reason}")
+
+
+def measure(launch: Launch, missing: list[tuple[str, dict, dict]]) -> None:
     """Launch the server point and measure `missing` [(key, client knobs, identity)];
     points with `restart: k` are measured after the k-th restart (a fresh fleet, same
-    session directory: what the server left on disk survives, its memory does not)."""
-    session_name, session_dir = new_session_dir(spec)
-    engine = ENGINES[spec.engine]
-    client = None
+    session directory: what the server left on disk survives, its memory does not).
+    A server that refuses its configuration, or exits with an error, fails the points
+    it was to measure (kept as data); one killed by a signal fails the job."""
+    spec = launch.spec
     passes = sorted({knobs.get(RESTART_KNOB, 0) for _, knobs, _ in missing})
-    with tempfile.TemporaryDirectory(prefix="servelab-") as tmpdir:
-        # `{session_dir}` in an env value: a per-session path (e.g. LMCache's disk tier)
-        env = {k: v.replace("{session_dir}", str(session_dir.resolve()))
-               for k, v in server_env(spec, tmpdir).items()}
-        for restart in passes:
-            launch_dir = session_dir if restart == 0 else session_dir / f"restart{restart}"
-            launch_dir.mkdir(exist_ok=True)
-            fleet, serve_cmd = launch_plan(spec, launch_dir, env)
-            write_text(launch_dir / "command.txt", serve_cmd + "\n")
+    for restart in passes:
+        group = [m for m in missing if m[1].get(RESTART_KNOB, 0) == restart]
+        launch_dir = launch.session_dir if restart == 0 else launch.session_dir / f"restart{restart}"
+        launch_dir.mkdir(exist_ok=True)
+        fleet, launch.serve_cmd = launch_plan(spec, launch_dir, launch.env)
+        write_text(launch_dir / "command.txt", launch.serve_cmd + "\n")
+        launch.fleet, launch.startup_s, launch.facts = fleet, None, {}
+        done: list[str] = []
+        try:
             with fleet:
                 log(f"{spec.experiment}/{spec.server_point}: {len(fleet.servers)} process(es) starting"
                     f"{f' (restart {restart})' if restart else ''}, client port {fleet.front.port} "
                     f"(logs in {launch_dir})")
-                client = client or engine.client()  # imported while the server loads its model
-                startup_s = fleet.wait_healthy(spec.startup_timeout_s, progress=log)
-                group = [m for m in missing if m[1].get(RESTART_KNOB, 0) == restart]
-                log(f"server healthy after {startup_s:.1f}s; measuring {len(group)} point(s)")
-                facts = server_log.read_facts(fleet.facts_from.log,
-                                              server_log.scrape_metrics(fleet.facts_from.base_url))
+                launch.client = launch.client or launch.engine.client()  # imported while the server loads
+                launch.startup_s = fleet.wait_healthy(spec.startup_timeout_s, progress=log)
+                log(f"server healthy after {launch.startup_s:.1f}s; measuring {len(group)} point(s)")
+                launch.facts = server_log.read_facts(fleet.facts_from.log,
+                                                     server_log.scrape_metrics(fleet.facts_from.base_url))
                 with sidecars(spec, fleet, launch_dir):
-                    measure_points(spec, group, store, hardware, fleet, client, tmpdir, session_dir,
-                                   session_name, serve_cmd, startup_s, facts)
+                    measure_points(launch, group, done)
+        except ServerError as exc:
+            if not failure.is_deterministic(exc.exit_code):
+                raise
+            stage = "server start-up" if launch.startup_s is None else "server exited under load"
+            reason = failure.log_reason(exc.log, f"server exited with code {exc.exit_code}")
+            died = failure.PointFailed(stage, reason, exc.log, exc.exit_code)
+            for point in group:
+                if point[0] not in done:
+                    launch.save_failure(point, died)
 
 
 def sidecars(spec: SessionSpec, fleet: Fleet, out_dir: Path) -> contextlib.ExitStack:
@@ -203,65 +246,74 @@ def sidecars(spec: SessionSpec, fleet: Fleet, out_dir: Path) -> contextlib.ExitS
     return stack
 
 
-def measure_points(spec, missing, store, hardware, fleet, client, tmpdir, session_dir, session_name,
-                   serve_cmd, startup_s, facts) -> None:
-    """Each missing client point against the running fleet, saved as it completes."""
-    engine = ENGINES[spec.engine]
-    port = fleet.front.port
+def measure_points(launch: Launch, missing: list[tuple[str, dict, dict]], done: list[str]) -> None:
+    """Each missing client point against the running fleet, saved as it completes
+    (its key then appended to `done`); a client's own error fails that point only."""
     for n, (key, knobs, identity) in enumerate(missing, 1):
-        name = "lm_eval" if EVAL_KNOB in knobs else point_id(knobs_swept(knobs, spec))
-        raw_dir = Path(tmpdir) / key
+        name = launch.point_name(knobs)
+        raw_dir = Path(launch.tmpdir) / key
         raw_dir.mkdir()
         measure_point = run_eval if EVAL_KNOB in knobs else run_bench
         started = time.monotonic()
-        argv, result = measure_point(spec, engine, client, knobs, port, raw_dir, session_dir, fleet,
-                                     server_env(spec, tmpdir))
-        fleet.check_alive(f"during client point {name}")
+        pgids = [server.proc.pid for server in launch.fleet.servers]
+        try:
+            with PeakMemory(pgids, launch.env) as memory:
+                argv, result = measure_point(launch, knobs, raw_dir)
+        except failure.PointFailed as failed:
+            launch.save_failure((key, knobs, identity), failed)
+            done.append(key)
+            continue
+        launch.fleet.check_alive(f"during client point {name}")
         wall_s = time.monotonic() - started
-        record = point_record(spec, key, identity, knobs, session_name, hardware,
-                              engine.distributions, serve_cmd,
-                              commands.shell_line(argv), startup_s, wall_s, facts)
+        record = launch.record(key, identity, knobs, commands.shell_line(argv), wall_s, memory.result())
         (raw_dir / "result.json").write_text(json.dumps(result))
-        store.save(key, record, {"bench.json": raw_dir / "result.json"})
+        launch.store.save(key, record, {"bench.json": raw_dir / "result.json"})
+        done.append(key)
         log(f"[{n}/{len(missing)}] {name}: measured in {wall_s:.1f}s")
 
 
-def run_bench(spec, engine, client, knobs, port, raw_dir, session_dir, fleet, env):
+def run_bench(launch: Launch, knobs: dict, raw_dir: Path):
     """One load point with the engine's benchmark client; its saved result in one
     layout whatever the engine."""
+    spec, engine = launch.spec, launch.engine
     # the torch profiler is started and stopped by the client around its run
     client_knobs = {**bench_knobs(knobs), **({"profile": True} if "torch_profile" in spec.monitors else {})}
-    argv = engine.client_args(spec.model_path, spec.served_name, port, spec.dataset_name,
+    argv = engine.client_args(spec.model_path, spec.served_name, launch.fleet.front.port, spec.dataset_name,
                               spec.dataset_path, client_knobs, raw_dir)
+    bench_log = launch.session_dir / "bench.log"
     try:
-        client.run(argv, session_dir / "bench.log")
+        launch.client.run(argv, bench_log)
     except Exception as exc:
-        name = point_id(knobs_swept(knobs, spec))
-        fleet.check_alive(f"during client point {name}")
-        raise RuntimeError(f"benchmark client failed at client point {name}: {exc}; "
-                           f"see {session_dir / 'bench.log'}") from exc
+        launch.fleet.check_alive(f"during client point {launch.point_name(knobs)}")
+        # the server is up: the client's own error (kept), e.g. a request the server rejects
+        raise failure.PointFailed("benchmark client", f"{type(exc).__name__}: {exc}", bench_log) from exc
     return argv, engine.read_result(raw_dir)
 
 
-def run_eval(spec, engine, client, knobs, port, raw_dir, session_dir, fleet, env):
+def run_eval(launch: Launch, knobs: dict, raw_dir: Path):
     """lm-eval's tasks against the running server (week 12 accuracy)."""
-    cmd = lm_eval_client.command(knobs[EVAL_KNOB], spec.served_name, port, spec.model_path, str(raw_dir),
-                                 spec.eval_include_path)
-    log_path = session_dir / "lm_eval.log"
+    spec = launch.spec
+    cmd = lm_eval_client.command(knobs[EVAL_KNOB], spec.served_name, launch.fleet.front.port, spec.model_path,
+                                 str(raw_dir), spec.eval_include_path)
+    log_path = launch.session_dir / "lm_eval.log"
     log(f"lm-eval {','.join(knobs[EVAL_KNOB]['tasks'])} against the server (log {log_path})")
     with open(log_path, "a") as out:
         out.write(f"$ {commands.shell_line(cmd)}\n")
         out.flush()
-        code = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=raw_dir).returncode
+        code = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, env=server_env(spec, launch.tmpdir),
+                              cwd=raw_dir).returncode
     if code != 0:
-        fleet.check_alive("during lm-eval")
-        raise RuntimeError(f"lm-eval failed (exit code {code}); log: {log_path}\n{log_tail(log_path)}")
+        launch.fleet.check_alive("during lm-eval")
+        if not failure.is_deterministic(code):
+            raise RuntimeError(f"lm-eval killed (exit code {code}); log: {log_path}\n{log_tail(log_path)}")
+        raise failure.PointFailed("lm-eval", failure.log_reason(log_path, f"lm-eval exited with code {code}"),
+                                  log_path, code)
     return cmd, lm_eval_client.newest_results(raw_dir)
 
 
 def point_record(spec: SessionSpec, key: str, identity: dict, knobs: dict, session_name: str,
                  hardware: dict, distributions: tuple, command: str, client_command: str,
-                 startup_s: float | None, wall_s: float, facts: dict) -> dict:
+                 startup_s: float | None, wall_s: float | None, facts: dict) -> dict:
     return {
         "key": key,
         "identity": identity,
@@ -286,39 +338,41 @@ def point_record(spec: SessionSpec, key: str, identity: dict, knobs: dict, sessi
     }
 
 
-def measure_offline(spec: SessionSpec, missing: list[tuple[str, dict, dict]], store: PointStore,
-                    hardware: dict) -> None:
+def measure_offline(launch: Launch, missing: list[tuple[str, dict, dict]]) -> None:
     """An offline benchmark per missing point (`vllm bench throughput|latency`,
     servelab.hf_static): the engine lives in the benchmark's process, run in its
-    own process group and torn down like a server."""
-    session_name, session_dir = new_session_dir(spec)
-    engine = ENGINES[spec.engine]
-    with tempfile.TemporaryDirectory(prefix="servelab-") as tmpdir:
-        for n, (key, knobs, identity) in enumerate(missing, 1):
-            name = point_id(knobs_swept(knobs, spec))
-            raw = Path(tmpdir) / f"{key}.json"
-            engine_knobs = {**spec.server_knobs, **monitors.profiler_knobs(spec.monitors, session_dir)}
-            client_knobs = {**knobs, **({"profile": True} if "torch_profile" in spec.monitors else {})}
-            cmd = monitors.wrap_command(engine.offline_command(spec.tool, spec.model_path, engine_knobs,
-                                                               client_knobs, spec.dataset_name,
-                                                               spec.dataset_path, str(raw)),
-                                        spec.monitors.get("wrap"), session_dir)
-            started = time.monotonic()
-            bench = Server(cmd, 0, session_dir / f"{spec.tool}-{name}.log", env=server_env(spec, tmpdir))
-            gpu = (monitors.GpuMonitor(session_dir / f"gpu-{name}.csv", spec.monitors["gpu"].get("interval_ms", 500))
-                   if "gpu" in spec.monitors else contextlib.nullcontext())
-            with bench, gpu:
-                log(f"[{n}/{len(missing)}] {name}: {spec.engine} {spec.tool} (log {bench.log})")
-                code = bench.proc.wait()
-            if code != 0 or not raw.exists():
-                raise RuntimeError(f"{spec.engine} {spec.tool} failed (exit code {code}) at point {name}; "
-                                   f"log: {bench.log}\n{log_tail(bench.log)}")
-            wall_s = time.monotonic() - started
-            record = point_record(spec, key, identity, knobs, session_name, hardware,
-                                  engine.distributions, commands.shell_line(cmd), "",
-                                  None, wall_s, server_log.read_facts(bench.log))
-            store.save(key, record, {"bench.json": raw})
-            log(f"[{n}/{len(missing)}] {name}: measured in {wall_s:.1f}s")
+    own process group and torn down like a server. One that exits with an error
+    fails its point (kept); one killed by a signal fails the job."""
+    spec, engine, session_dir = launch.spec, launch.engine, launch.session_dir
+    for n, (key, knobs, identity) in enumerate(missing, 1):
+        name = launch.point_name(knobs)
+        raw = Path(launch.tmpdir) / f"{key}.json"
+        engine_knobs = {**spec.server_knobs, **monitors.profiler_knobs(spec.monitors, session_dir)}
+        client_knobs = {**bench_knobs(knobs), **({"profile": True} if "torch_profile" in spec.monitors else {})}
+        cmd = monitors.wrap_command(engine.offline_command(spec.tool, spec.model_path, engine_knobs,
+                                                           client_knobs, spec.dataset_name,
+                                                           spec.dataset_path, str(raw)),
+                                    spec.monitors.get("wrap"), session_dir)
+        launch.serve_cmd = commands.shell_line(cmd)
+        started = time.monotonic()
+        bench = Server(cmd, 0, session_dir / f"{spec.tool}-{name}.log", env=launch.env)
+        gpu = (monitors.GpuMonitor(session_dir / f"gpu-{name}.csv", spec.monitors["gpu"].get("interval_ms", 500))
+               if "gpu" in spec.monitors else contextlib.nullcontext())
+        with bench, gpu, PeakMemory([bench.proc.pid], launch.env) as memory:
+            log(f"[{n}/{len(missing)}] {name}: {spec.engine} {spec.tool} (log {bench.log})")
+            code = bench.proc.wait()
+        launch.facts = server_log.read_facts(bench.log)
+        if code != 0 or not raw.exists():
+            message = f"{spec.engine} {spec.tool} exited with code {code} at point {name}; log: {bench.log}"
+            if not failure.is_deterministic(code):
+                raise RuntimeError(f"{message}\n{log_tail(bench.log)}")
+            launch.save_failure((key, knobs, identity), failure.PointFailed(
+                f"{spec.tool} benchmark", failure.log_reason(bench.log, message), bench.log, code))
+            continue
+        wall_s = time.monotonic() - started
+        record = launch.record(key, identity, knobs, "", wall_s, memory.result())
+        launch.store.save(key, record, {"bench.json": raw})
+        log(f"[{n}/{len(missing)}] {name}: measured in {wall_s:.1f}s")
 
 
 def knobs_swept(knobs: dict, spec: SessionSpec) -> dict:
@@ -327,8 +381,9 @@ def knobs_swept(knobs: dict, spec: SessionSpec) -> dict:
     return {k: v for k, v in knobs.items() if k in varying}
 
 
-def run(spec: SessionSpec, view_path: str | Path) -> list[dict]:
-    """Measure what the store lacks, then write the view of all this session's points."""
+def run(spec: SessionSpec, view_path: str | Path, retry_failed: bool = False) -> list[dict]:
+    """Measure what the store lacks (and, with `retry_failed`, what failed before),
+    then write the view of all this session's points."""
     terminate_on_sigterm()
     store = PointStore(spec.store_dir)
     hardware = provenance.hardware()
@@ -337,16 +392,22 @@ def run(spec: SessionSpec, view_path: str | Path) -> list[dict]:
     for knobs in spec.client_points:
         identity = point_identity(spec, knobs, engine_version, hardware)
         points.append((identity_hash(identity), knobs, identity))
-    missing = [p for p in points if not store.has(p[0])]
+    missing = [p for p in points if not store.has(p[0]) or (retry_failed and store.load(p[0]).get("failure"))]
     if any(knobs.get(RESTART_KNOB) for _, knobs, _ in missing):
         # a warm point means only after the cold ones in the same session: measure the sequence whole
         missing = points
     log(f"{spec.experiment}/{spec.server_point}: {len(points)} client point(s), "
         f"{len(points) - len(missing)} already measured, {len(missing)} to measure")
-    if missing and spec.kind == "offline":
-        measure_offline(spec, missing, store, hardware)
-    elif missing:
-        measure(spec, missing, store, hardware)
+    if missing:
+        session_name, session_dir = new_session_dir(spec)
+        with tempfile.TemporaryDirectory(prefix="servelab-") as tmpdir:
+            # `{session_dir}` in an env value: a per-session path (e.g. LMCache's disk tier)
+            env = {k: v.replace("{session_dir}", str(session_dir.resolve()))
+                   for k, v in server_env(spec, tmpdir).items()}
+            launch = Launch(spec, store, hardware, session_name, session_dir, tmpdir, env)
+            (measure_offline if spec.kind == "offline" else measure)(launch, missing)
     view = [store.load(key) for key, _, _ in points]
     write_text(view_path, json.dumps(view, indent=2, sort_keys=True, default=str))
+    if text := failure.summary([r for r in view if r.get("failure")]):
+        log(text)
     return view

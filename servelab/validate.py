@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from dataclasses import dataclass
 
-from servelab.experiments import bench_knobs, client_points, engine_flags, point_id, server_points
+from servelab.experiments import all_client_points, bench_knobs, client_points, engine_flags, point_id, server_points
 
 
 @dataclass
@@ -164,8 +164,8 @@ def check_offline(name: str, exp: dict, config: dict, parser) -> list[Problem]:
     profiling = profiler_knobs(exp.get("monitors", {}), Path("/tmp/session"))
     problems = []
     for sp, knobs in server_points(exp).items():
-        for client in client_points(exp):
-            client = {**client, **({"profile": True} if profiling else {})}
+        for client in client_points(exp, knobs):
+            client = {**bench_knobs(client), **({"profile": True} if profiling else {})}
             cmd = ENGINES[exp["engine"]].offline_command(exp["tool"], "MODEL", {**engine_flags(knobs), **profiling},
                                                          client,
                                                          builtin or "sharegpt", None if builtin else "d.json",
@@ -284,7 +284,7 @@ def check_config(config: dict, engines: list[str] | None = None) -> list[Problem
                 if msg:
                     problems.append(Problem(name, sp, f"{engine.name} {role}", msg))
         builtin = config["datasets"][exp["dataset"]].get("builtin")
-        for knobs in client_points(exp):
+        for knobs in all_client_points(exp):
             knobs = {**bench_knobs(knobs), **({"profile": True} if profiling else {})}
             argv = engine.client_args("MODEL", "served", 8000, builtin or "sharegpt",
                                       None if builtin else "data.json", knobs, "/tmp")
@@ -306,7 +306,11 @@ def main(argv: list[str] | None = None) -> int:
     config: dict = {}
     for path in files:
         with open(path) as fh:
-            update_config(config, yaml.safe_load(fh))
+            try:
+                update_config(config, yaml.safe_load(fh))
+            except yaml.YAMLError as err:  # its marks name the file, line and column
+                print(f"servelab validate: {path} is not valid YAML:\n{err}", file=sys.stderr)
+                return 2
     problems = check_config(config)
     for problem in problems:
         print(problem, file=sys.stderr)

@@ -41,6 +41,12 @@ def test_schema_fills_defaults(local_config):
     (lambda c: c["models"]["tiny_llama"]["tiny"].update(vocab_size=5000), "5000"),
     (lambda c: c["models"]["llama31_8b"].update(revision="main"), "'main'"),
     (lambda c: c["experiments"]["week01"].update(engine="tgi"), "'tgi'"),
+    (lambda c: c["experiments"]["study_tuning_cpu"]["server"]["configs"].update({"fp8-kv": {}}), "fp8-kv"),
+    (lambda c: c["experiments"]["workload_matrix_cpu"]["client"]["workloads"]["short_short"].update(
+        rate=[1]), "'rate' was unexpected"),
+    (lambda c: c.update(retry_failed="sometimes"), "'sometimes'"),
+    # a configuration's name is a name (never a grid point's `knob=value`): they cannot collide
+    (lambda c: c["experiments"]["week04"]["server"].update(configs={"max_num_seqs=8": {}}), "'max_num_seqs=8'"),
 ])
 def test_schema_rejects_bad_values_by_name(local_config, mutate, named):
     mutate(local_config)
@@ -100,3 +106,20 @@ def test_an_overlay_switches_a_section_off_with_null(course_config):
     servelab_config.drop_nulled_sections(course_config)
     assert "eval" not in week12 and list(week12["figures"]) == ["throughput_by_precision"]
     servelab_config.check(course_config)
+
+
+def test_retry_failed_from_the_command_line_is_a_boolean(local_config):
+    from servelab.config import drop_nulled_sections
+
+    for given, wanted in (("true", True), ("True", True), (True, True), ("false", False)):
+        assert validated(drop_nulled_sections(dict(local_config, retry_failed=given)))["retry_failed"] is wanted
+
+
+def test_a_yaml_syntax_error_is_named_with_file_and_line(tmp_path, capsys):
+    from servelab.validate import main
+
+    bad = tmp_path / "my-study.yaml"
+    bad.write_text("experiments:\n  week01:\n    client: {args: {num_prompts: 3}\n")
+    assert main([str(REPO / "config/config.yaml"), str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert f"{bad} is not valid YAML" in err and "line 3" in err

@@ -33,7 +33,7 @@ def test_slurm_profile_dry_run_lists_every_experiment_with_its_gpus(tmp_path, co
     took = time.monotonic() - started
     jobs = dry_run_jobs(proc.stdout + proc.stderr)
     sessions = {(j["wildcards"]["experiment"], j["wildcards"]["server_point"]): j
-                for j in jobs if j["rule"] in ("serve_session", "offline_session")}
+                for j in jobs if j["rule"] == "session"}
     expected = {(name, sp) for name, exp in course_config["experiments"].items() for sp in server_points(exp)}
     assert set(sessions) == expected
     tables = {j["wildcards"]["experiment"] for j in jobs if j["rule"] == "metrics_table"}
@@ -47,7 +47,7 @@ def test_slurm_profile_dry_run_lists_every_experiment_with_its_gpus(tmp_path, co
     assert sessions[("week16", "base")]["resources"]["gpu"] == "2"          # a prefill and a decode server
     assert sessions[("week09_dp", "router_policy=cache_aware")]["resources"]["gpu"] == "2"  # dp_size 2
     for job in jobs:
-        if job["rule"] not in ("serve_session", "offline_session"):
+        if job["rule"] != "session":
             assert "gpu" not in job["resources"] and job["resources"].get("slurm_partition", "cpu") == "cpu"
     print(f"\ndry run of {len(course_config['experiments'])} experiments, {len(jobs)} jobs: {took:.2f}s")
 
@@ -73,5 +73,18 @@ def test_the_mission_command_previews_week12s_pareto_figure(tmp_path):
     jobs = dry_run_jobs(snakemake(work, "--profile", "slurm", "results/week12/pareto.png", "-n").stdout)
     figures = [j["wildcards"] for j in jobs if j["rule"] == "figure"]
     assert figures == [{"experiment": "week12", "figure": "pareto"}]
-    assert {j["wildcards"]["server_point"] for j in jobs if j["rule"] == "serve_session"} == {
+    assert {j["wildcards"]["server_point"] for j in jobs if j["rule"] == "session"} == {
         "model=llama31_8b", "model=llama31_8b_fp8", "model=llama31_8b_awq"}
+
+
+def test_single_node_profile_previews_week13_with_its_gpu_counts(tmp_path):
+    """One multi-GPU machine, no SLURM: the TP=2 and TP=4 points ask for 2 and 4 GPUs
+    (which ones each job gets is servelab.gpu_slots', tested in test_gpu_slots.py)."""
+    work = make_workdir(tmp_path / "wf")
+    # (targets before --resources: it takes every word after it)
+    proc = snakemake(work, "results/week13/metrics.csv", "--profile", "profiles/single-node",
+                     "--resources", "gpu=4", "-n")
+    jobs = dry_run_jobs(proc.stdout)
+    gpus = {j["wildcards"]["server_point"]: j["resources"]["gpu"] for j in jobs if j["rule"] == "session"}
+    assert gpus == {"tensor_parallel_size=1": "1", "tensor_parallel_size=2": "2", "tensor_parallel_size=4": "4"}
+    assert all("slurm_partition" not in j["resources"] for j in jobs)

@@ -22,6 +22,7 @@ from servelab.experiments import server_points
 
 pytestmark = pytest.mark.e2e
 LOCAL = ["--profile", "profiles/local"]
+CONFIGS = ["config/config.yaml", "config/local.yaml"]
 
 
 def processes_mentioning(text: str) -> list[str]:
@@ -190,6 +191,50 @@ def test_noop_rerun_has_nothing_to_do(workdir, first_run):
     assert "Nothing to be done" in proc.stdout + proc.stderr
 
 
+def test_named_configurations_and_refused_ones_are_rows(workdir, first_run):
+    """The CPU-sized tuning study: four named configurations, the ones this machine's
+    engine refuses kept as rows with the engine's own reason, figures made from the rest."""
+    import importlib.util
+
+    table = assert_table_matches_config(workdir, "study_tuning_cpu", LOCAL + ["--configfile", *CONFIGS])
+    rows = table.set_index("server_point")
+    assert rows.loc[["baseline", "seqs4"], "valid"].all()
+    assert (rows.loc[["baseline", "seqs4"], "output_throughput_tps"] > 0).all()
+    assert (rows.loc[["baseline", "seqs4"], "peak_rss_gib"] > 0).all()
+    # suffix speculation needs arctic-inference beside vLLM; the CPU env has none
+    assert importlib.util.find_spec("arctic_inference") is None
+    assert not rows.loc["suffix8", "valid"]
+    assert rows.loc["suffix8", "invalid_reason"].startswith(
+        "server start-up: ImportError: Arctic Inference is required for suffix decoding")
+    # an FP8 KV cache runs where the CPU has AVX-512 or AMX, and is refused elsewhere
+    if not rows.loc["fp8kv", "valid"]:
+        assert "FP8 KV cache on CPU requires x86 with AVX-512 or AMX" in rows.loc["fp8kv", "invalid_reason"]
+    for figure in ("throughput", "peak_memory"):
+        assert (workdir / f"results/study_tuning_cpu/{figure}.png").stat().st_size > 10_000
+    # the run ended with a summary of what failed and why
+    proc, _ = first_run
+    assert "point(s) failed and are in the tables as valid=false" in proc.stderr
+    assert "study_tuning_cpu [" in proc.stderr and "Arctic Inference" in proc.stderr
+
+
+def test_failed_points_are_kept_until_retry_failed_is_asked_for(workdir, first_run):
+    failed = pd.read_csv(workdir / "results/study_tuning_cpu/metrics.csv").query("not valid")
+    assert "Nothing to be done" in snakemake(workdir, *LOCAL, "-n").stdout
+    retry = rules_to_run(workdir, *LOCAL, "--config", "retry_failed=true")
+    assert retry["session"] == failed["server_point"].nunique()
+    assert retry["metrics_table"] == 1
+
+
+def test_workload_matrix_rows_per_workload_and_concurrency(workdir, first_run):
+    table = assert_table_matches_config(workdir, "workload_matrix_cpu", LOCAL + ["--configfile", *CONFIGS])
+    assert table["valid"].all()
+    assert sorted(set(zip(table["workload"], table["max_concurrency"]))) == [
+        ("long_short", 1), ("long_short", 4), ("short_short", 1), ("short_short", 4)]
+    assert (table["peak_rss_gib"] > 0).all() and (table["ttft_p50_ms"] > 0).all()
+    tokens = table.groupby("workload")["total_input_tokens"].min()
+    assert tokens["long_short"] > tokens["short_short"] > 0
+
+
 def rules_to_run(workdir: Path, *args: str) -> dict[str, int]:
     """{rule: job count} of what a dry run would execute (Snakemake's job stats)."""
     proc = snakemake(workdir, *args, "-n", "--quiet", "rules")
@@ -208,17 +253,15 @@ def test_changing_one_knob_reruns_only_what_depends_on_it(workdir, first_run):
     prompts = with_overlay(workdir, "prompts.yaml", {"experiments": {"week01": {"client": {
         "args": {"num_prompts": 41}}}}})
     assert rules_to_run(workdir, *prompts) == {"all": 1, "figure": 3, "metrics_table": 1,
-                                               "serve_session": 1}
+                                               "session": 1}
     # a new model invalidates every measurement made with it: every local week
     recipe = with_overlay(workdir, "recipe.yaml", {"models": {"tiny_llama": {"tiny": {"seed": 7}}}})
     config = load_config("config/local.yaml")
     exps = {name: config["experiments"][name] for name in config["run"]}
-    sessions = {"serve": 0, "offline": 0}
-    for exp in exps.values():
-        sessions[exp.get("kind", "serve")] += len(server_points(exp))
     assert rules_to_run(workdir, *recipe) == {
-        "all": 1, "tiny_model": 1, "metrics_table": len(exps), "serve_session": sessions["serve"],
-        "offline_session": sessions["offline"], "figure": sum(len(e.get("figures", {})) for e in exps.values())}
+        "all": 1, "tiny_model": 1, "metrics_table": len(exps),
+        "session": sum(len(server_points(e)) for e in exps.values()),
+        "figure": sum(len(e.get("figures", {})) for e in exps.values())}
 
 
 def test_adding_one_rate_measures_exactly_one_point(workdir, first_run):
@@ -227,7 +270,7 @@ def test_adding_one_rate_measures_exactly_one_point(workdir, first_run):
     args = with_overlay(workdir, "add_rate.yaml",
                         {"experiments": {"week01": {"client": {"grid": {"request_rate": [1, 2, 4, 10, "inf"]}}}}})
     dry = snakemake(workdir, *args, "-n")
-    assert "serve_session" in dry.stdout
+    assert "rule session:" in dry.stdout
     snakemake(workdir, *args)
     after = stored_records(workdir)
     new = set(after) - set(before)
@@ -263,6 +306,51 @@ def test_server_killed_mid_sweep_fails_clearly_and_leaves_no_process(workdir, fi
     # what was measured before the crash is kept; the crashed point is not
     new = [r for k, r in stored_records(workdir).items() if k not in before]
     assert [r["client_knobs"]["request_rate"] for r in new] == ["inf"]
+    # a killed server is transient: a plain rerun, with two more rates configured, measures
+    # what is missing and the table holds exactly the configured points
+    more = with_overlay(workdir, "kill_more.yaml", {"experiments": {"week01": {"client": {
+        "args": {"num_prompts": 15}, "grid": {"request_rate": ["inf", 1, 2, 4]}}}}})
+    snakemake(workdir, *more)
+    assert_table_matches_config(workdir, "week01", more)
+    assert "Nothing to be done" in snakemake(workdir, *more, "-n").stdout
+
+
+
+def test_interrupted_snakemake_then_a_plain_rerun_completes_the_table(workdir, first_run):
+    before = set(stored_records(workdir))
+    args = with_overlay(workdir, "interrupt.yaml", {"experiments": {"week01": {"client": {
+        "args": {"num_prompts": 12}, "grid": {"request_rate": ["inf", 3, 5]}}}}})
+    # Ctrl-C in a terminal: SIGINT to Snakemake's whole process group (the server has its own)
+    run = subprocess.Popen([sys.executable, "-m", "snakemake", *args], cwd=workdir, start_new_session=True,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 600
+    while len(set(stored_records(workdir)) - before) < 1:
+        assert run.poll() is None, run.stdout.read()
+        assert time.monotonic() < deadline
+        time.sleep(0.5)
+    os.killpg(run.pid, signal.SIGINT)
+    run.communicate(timeout=300)
+    assert run.returncode != 0
+    assert processes_mentioning(str(workdir)) == []
+    snakemake(workdir, *args)
+    assert_table_matches_config(workdir, "week01", args)
+
+
+def assert_table_matches_config(workdir: Path, name: str, args: list[str]) -> pd.DataFrame:
+    """The experiment's table, row by row against the configured points (config files as in args)."""
+    from servelab.experiments import client_points
+
+    files = args[args.index("--configfile") + 1:]
+    exp = load_config(*files)["experiments"][name]
+    table = pd.read_csv(workdir / f"results/{name}/metrics.csv")
+    configured = [(sp, knobs) for sp, server in server_points(exp).items() for knobs in client_points(exp, server)]
+    assert len(table) == len(configured)
+    for (sp, knobs), (_, row) in zip(configured, table.iterrows()):
+        assert row["server_point"] == sp
+        for knob, value in knobs.items():
+            got = row["request_rate"] if knob == "request_rate" else row[knob]
+            assert str(got) in (str(value), str(float(value)) if value != "inf" else "inf"), (knob, value, got)
+    return table
 
 
 def test_restart_measures_cold_then_after_a_restart(workdir, first_run):
@@ -277,3 +365,4 @@ def test_restart_measures_cold_then_after_a_restart(workdir, first_run):
     assert (session / "server.log").exists() and (session / "restart1" / "server.log").exists()
     log = (workdir / "logs/week01/base.session.log").read_text()
     assert "(restart 1)" in log
+

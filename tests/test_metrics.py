@@ -78,3 +78,37 @@ def test_offline_results_parse():
     throughput = metrics.bench_row(json.loads((DATA / "vllm_bench_throughput.json").read_text()))
     assert throughput["completed"] == 40 and throughput["total_tokens"] == 6419
     assert throughput["total_token_throughput_tps"] == pytest.approx(6419 / throughput["duration_s"], rel=1e-6)
+
+
+def failed(record: dict, server_point: str = "fp8kv") -> dict:
+    return {**record, "server_point": server_point, "key": "f" * 20,
+            "failure": {"stage": "server start-up", "exit_code": 1, "log": "server.log",
+                        "reason": "NotImplementedError: FP8 KV cache on CPU requires x86 with AVX-512 or AMX."}}
+
+
+def test_a_failed_point_is_a_row_with_its_knobs_and_the_engine_reason(tmp_path, record, bench):
+    store = tmp_path / "store"
+    (store / record["key"]).mkdir(parents=True)
+    (store / record["key"] / "bench.json").write_text(json.dumps(bench))
+    view = tmp_path / "view.json"
+    view.write_text(json.dumps([record, failed(record)]))   # no bench.json for the failed one
+    table = metrics.table([view], store)
+    assert list(table["valid"]) == [True, False]
+    bad = table.iloc[1]
+    assert bad["invalid_reason"] == ("server start-up: NotImplementedError: FP8 KV cache on CPU requires "
+                                     "x86 with AVX-512 or AMX.")
+    assert bad["request_rate"] == table.iloc[0]["request_rate"] and bad["hardware"] == table.iloc[0]["hardware"]
+    assert math.isnan(bad["ttft_p50_ms"]) and math.isnan(bad["output_throughput_tps"])
+
+
+def test_a_view_that_does_not_hold_the_configured_points_is_an_error(tmp_path, record, bench):
+    store = tmp_path / "store"
+    (store / record["key"]).mkdir(parents=True)
+    (store / record["key"] / "bench.json").write_text(json.dumps(bench))
+    view = tmp_path / "base.json"
+    view.write_text(json.dumps([record]))
+    configured = {"base": [record["client_knobs"]]}
+    assert len(metrics.table([view], store, configured)) == 1
+    more = {"base": [record["client_knobs"], {**record["client_knobs"], "request_rate": 2}]}
+    with pytest.raises(ValueError, match="holds 1 point"):
+        metrics.table([view], store, more)

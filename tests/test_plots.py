@@ -85,3 +85,28 @@ def test_footer_names_the_hardware_and_says_what_cpu_numbers_show(tmp_path, monk
                         lambda self, *a, **k: texts.append(a[2]) or original(self, *a, **k))
     plots.draw(cpu, SPEC, tmp_path / "f.png")
     assert footer in texts  # (suptitle is drawn through Figure.text too)
+
+
+def test_points_that_were_never_measured_are_drawn_with_their_reason(tmp_path, monkeypatch):
+    seen = []
+    original = plots.plt.Axes.scatter
+
+    def spy(self, *args, **kwargs):
+        if args:  # servelab's own markers (seaborn passes x= and y= by keyword)
+            seen.append((kwargs.get("label"), len(list(args[0]))))
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(plots.plt.Axes, "scatter", spy)
+    df = pd.DataFrame({"server_point": ["baseline", "fp8kv", "suffix8"],
+                       "output_throughput_tps": [280.0, float("nan"), float("nan")],
+                       "valid": [True, False, False],
+                       "invalid_reason": ["", "server start-up: NotImplementedError: FP8 KV cache",
+                                          "server start-up: ImportError: Arctic Inference"]})
+    spec = {"x": "server_point", "y": "output_throughput_tps", "kind": "scatter",
+            "xlabel": "Server configuration", "ylabel": "Output throughput (tokens/s)"}
+    plots.draw(df, spec, tmp_path / "study.png")
+    label, n = seen[-1]
+    assert n == 2 and "fp8kv: server start-up: NotImplementedError" in label and "suffix8: " in label
+    # every point failed, so the table has no measurement column at all: still a figure
+    only_failed = df.iloc[1:].drop(columns=["output_throughput_tps"])
+    assert mpimg.imread(plots.draw(only_failed, spec, tmp_path / "none.png")).shape[0] > 200

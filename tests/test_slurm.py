@@ -74,7 +74,7 @@ def slurm_run(cluster, tmp_path_factory):
     work = make_workdir(tmp_path_factory.mktemp("slurm") / "servelab")
     (work / "slurm-test.yaml").write_text(yaml.safe_dump(OVERLAY))
     # the test node has 2 CPUs: a GPU job may take 1 per GPU
-    args = profile_for_test_cluster(work, "slurm-test", serve_session={"cpus_per_gpu": 1, "mem_mb": 6000})
+    args = profile_for_test_cluster(work, "slurm-test", session={"cpus_per_gpu": 1, "mem_mb": 6000})
     proc = snakemake(work, *args, "results/week01/metrics.csv", "results/week01/ttft_vs_rate.png",
                      "results/tp2/sessions/base.json", timeout=1800)
     return work, proc.stdout + proc.stderr
@@ -97,10 +97,10 @@ def test_gpu_job_in_gpu_partition_cpu_jobs_in_cpu_partition(slurm_run):
     work, output = slurm_run
     jobs = slurm_jobs(output)
     rules = sorted(j["rule"] for j in jobs.values())
-    assert rules.count("serve_session") == 2 and "metrics_table" in rules and "figure" in rules, rules
+    assert rules.count("session") == 2 and "metrics_table" in rules and "figure" in rules, rules
     for job in jobs.values():
         assert job["JobState"] == "COMPLETED", job
-        if job["rule"] == "serve_session":
+        if job["rule"] == "session":
             assert job["Partition"] == "gpu", job
             assert job["NumTasks"] == "1", job  # a TP=2 server is one task, not one per GPU
             assert job.get("TresPerJob") in ("gres:gpu:a100:1", "gres:gpu:a100:2"), job
@@ -142,7 +142,7 @@ def test_tp2_server_sees_two_devices(slurm_run):
 
 def test_gpu_model_the_cluster_lacks_fails_fast(slurm_run):
     work, _ = slurm_run
-    args = profile_for_test_cluster(work, "slurm-h100", serve_session={
+    args = profile_for_test_cluster(work, "slurm-h100", session={
         "gpu_model": "h100", "cpus_per_gpu": 1, "mem_mb": 6000})
     (work / "slurm-test.yaml").write_text(yaml.safe_dump(
         {**OVERLAY, "experiments": {"week01": {"client": {"args": {"num_prompts": 13}}}}}))

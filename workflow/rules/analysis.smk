@@ -12,6 +12,9 @@ rule metrics_table:
         ),
     params:
         store="results/{experiment}/store",
+        # the configured point set: an edited grid reruns the table, and a view
+        # that does not hold exactly these points is an error, never a silent row count
+        points=configured_points,
     log:
         "logs/{experiment}/metrics.log",
     conda:

@@ -11,7 +11,7 @@ os.environ["PYTHONPATH"] = os.pathsep.join(
 )
 
 from servelab import config as servelab_config
-from servelab import dummy_weights
+from servelab import dummy_weights, failure
 from servelab import experiments as ex
 from servelab.topology import topology_gpus
 
@@ -51,6 +51,12 @@ def experiment_outputs(name):
     ]
 
 
+def report_failed_points():
+    views = [f"results/{name}/sessions/{sp}.json" for name in EXPERIMENTS for sp in SERVER_POINTS[name]]
+    if text := failure.summary(failure.failed_records(views)):
+        print(text, file=sys.stderr)
+
+
 def default_targets():
     return [out for name in ex.enabled_experiments(config) for out in experiment_outputs(name)]
 
@@ -60,6 +66,13 @@ def session_views(wildcards):
         f"results/{wildcards.experiment}/sessions/{point}.json"
         for point in SERVER_POINTS[wildcards.experiment]
     ]
+
+
+def configured_points(wildcards):
+    """{server point: the client points its session measures} of an experiment."""
+    exp = EXPERIMENTS[wildcards.experiment]
+    return {sp: dummy_weights.client_points(config, ex.session_points(exp, knobs))
+            for sp, knobs in SERVER_POINTS[wildcards.experiment].items()}
 
 
 def server_knobs(wildcards):
@@ -104,7 +117,7 @@ def session_params(wildcards):
         "dataset_identity": servelab_config.dataset_identity(config, dataset),
         "dataset_name": config["datasets"][dataset].get("builtin", "sharegpt"),
         "server_knobs": dummy_weights.served_knobs(config, model, ex.engine_flags(knobs)),
-        "client_points": dummy_weights.client_points(config, ex.session_points(exp)),
+        "client_points": dummy_weights.client_points(config, ex.session_points(exp, knobs)),
         "startup_timeout_s": engine["startup_timeout_s"],
         "env": {**engine["env"], **exp.get("server", {}).get("env", {}), **ex.point_env(knobs)},
         # what of the environment defines the measurement (engine env: machine settings)
@@ -112,6 +125,13 @@ def session_params(wildcards):
         "topology": exp.get("topology"),
         "monitors": servelab_config.active_monitors(config, exp),
     }
+
+
+def retry_failed_points(wildcards):
+    """True for a session whose view holds failed points when `retry_failed` is set:
+    its params change, so Snakemake reruns it (and only it)."""
+    view = f"results/{wildcards.experiment}/sessions/{wildcards.server_point}.json"
+    return bool(config["retry_failed"] and failure.failed_records([view]))
 
 
 def session_conda_env(wildcards):
@@ -126,6 +146,16 @@ def gpus_for(wildcards):
     if config["device"] == "cpu":
         return 0
     return topology_gpus(server_knobs(wildcards), EXPERIMENTS[wildcards.experiment].get("topology"))
+
+
+# minutes a session job may take (a cluster's time limit; the profile may override):
+# a server's model load + CUDA graph capture + the whole load sweep, or offline
+# benchmarks that each start an engine
+SESSION_RUNTIME_MIN = {"serve": 240, "offline": 120}
+
+
+def session_runtime(wildcards):
+    return SESSION_RUNTIME_MIN[EXPERIMENTS[wildcards.experiment]["kind"]]
 
 
 def model_shape(wildcards):

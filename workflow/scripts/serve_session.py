@@ -1,9 +1,10 @@
-"""Rules serve_session, offline_session: measure the points of one server point the store lacks."""
+"""Rule session: measure the points of one server point the store lacks."""
 import os
 
 from servelab import config as servelab_config
+from servelab.gpu_slots import assigned_gpus
 from servelab.joblog import tee_stderr
-from servelab.session import SessionSpec, run
+from servelab.session import SessionSpec, log, run
 
 p = snakemake.params.spec
 cache = os.path.abspath(snakemake.params.cache)
@@ -32,4 +33,6 @@ spec = SessionSpec(
     eval_include_path=os.path.abspath(snakemake.input.eval_tasks) if "eval_tasks" in snakemake.input.keys() else None,
 )
 with tee_stderr(snakemake.log[0]):
-    run(spec, snakemake.output[0])
+    # on one multi-GPU machine (no SLURM): GPUs disjoint from the other running jobs'
+    with assigned_gpus(int(getattr(snakemake.resources, "gpu", 0) or 0), progress=log):
+        run(spec, snakemake.output[0], retry_failed=bool(snakemake.params.retry_failed))

@@ -1,0 +1,118 @@
+"""Disjoint GPUs for the server jobs that run at once on one multi-GPU machine.
+
+On a SLURM cluster the scheduler gives each job its GPUs (CUDA_VISIBLE_DEVICES per
+job). On a single machine Snakemake's `gpu` resource only caps how many GPUs the
+running jobs hold together, not which: without this, two servers would both start
+on GPU 0. A session job therefore claims the GPUs it needs itself: an exclusive,
+non-blocking `flock` on one lock file per device in a machine-wide directory, held
+until the job exits (the kernel releases it even if the job is killed), and sets
+CUDA_VISIBLE_DEVICES to what it holds. A TP=2 point claims two.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import subprocess
+import time
+from pathlib import Path
+
+LOCK_DIR = Path(os.environ.get("SERVELAB_GPU_LOCK_DIR", "/tmp/servelab-gpu-locks"))
+
+
+def scheduler_assigned(env: dict) -> bool:
+    """SLURM (or another scheduler) already chose this job's GPUs."""
+    return "SLURM_JOB_ID" in env and "CUDA_VISIBLE_DEVICES" in env
+
+
+def machine_gpus(env: dict) -> list[str]:
+    """The GPUs this machine lets us use: CUDA_VISIBLE_DEVICES if set, else every GPU nvidia-smi lists."""
+    if env.get("CUDA_VISIBLE_DEVICES"):
+        return [d.strip() for d in env["CUDA_VISIBLE_DEVICES"].split(",") if d.strip()]
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=index", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return [line.strip() for line in out.splitlines() if line.strip()]
+
+
+class GpuClaim:
+    """Hold `count` of `devices` exclusively (context manager); `.devices` once held."""
+
+    def __init__(self, devices: list[str], count: int, lock_dir: Path = LOCK_DIR,
+                 poll_s: float = 2.0, progress=print):
+        if count > len(devices):
+            raise ValueError(f"the point needs {count} GPU(s); this machine has {len(devices)} "
+                             f"({','.join(devices) or 'none'})")
+        self.pool, self.count, self.lock_dir = devices, count, Path(lock_dir)
+        self.poll_s, self.progress = poll_s, progress
+        self.handles: list = []
+        self.devices: list[str] = []
+
+    def try_claim(self) -> bool:
+        self.lock_dir.mkdir(parents=True, exist_ok=True)
+        for device in self.pool:
+            if len(self.devices) == self.count:
+                break
+            handle = open(self.lock_dir / f"gpu{device}.lock", "a+")
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                handle.close()
+                continue
+            handle.seek(0)
+            handle.truncate()
+            handle.write(f"{os.getpid()}\n")
+            handle.flush()
+            self.handles.append(handle)
+            self.devices.append(device)
+        if len(self.devices) < self.count:
+            self.release()
+            return False
+        return True
+
+    def release(self) -> None:
+        for handle in self.handles:
+            handle.close()  # closing the file drops its flock
+        self.handles, self.devices = [], []
+
+    def __enter__(self) -> "GpuClaim":
+        waited = 0.0
+        while not self.try_claim():
+            if waited % 60 == 0:
+                self.progress(f"waiting for {self.count} free GPU(s) of {','.join(self.pool)} "
+                              f"(locks in {self.lock_dir})")
+            time.sleep(self.poll_s)
+            waited += self.poll_s
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+
+class assigned_gpus:
+    """Context manager for a session job needing `count` GPUs: claims them on a
+    machine where no scheduler chose them, and exports CUDA_VISIBLE_DEVICES (so the
+    servers and the point's provenance see it). Yields the devices, or None where
+    nothing is to be chosen (no GPU needed, SLURM chose, or no GPU on the machine)."""
+
+    def __init__(self, count: int, progress=print, lock_dir: Path | None = None):
+        self.count, self.progress, self.lock_dir = count, progress, lock_dir or LOCK_DIR
+        self.claim: GpuClaim | None = None
+
+    def __enter__(self) -> list[str] | None:
+        env = dict(os.environ)
+        if self.count <= 0 or scheduler_assigned(env):
+            return None
+        pool = machine_gpus(env)
+        if not pool:
+            return None
+        self.claim = GpuClaim(pool, self.count, self.lock_dir, progress=self.progress).__enter__()
+        os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(self.claim.devices)
+        self.progress(f"GPU(s) {os.environ['CUDA_VISIBLE_DEVICES']} of {','.join(pool)} claimed for this job")
+        return self.claim.devices
+
+    def __exit__(self, *exc) -> None:
+        if self.claim:
+            self.claim.__exit__(*exc)

@@ -38,8 +38,9 @@ def drop_nulled_sections(config: dict) -> dict:
         for name in [n for n, spec in figures.items() if spec is None]:
             del figures[name]
     # `--config retry_failed=true`: Snakemake reads only True/False as booleans
-    if str(config.get("retry_failed")).lower() in ("true", "false"):
-        config["retry_failed"] = str(config["retry_failed"]).lower() == "true"
+    for flag in ("retry_failed", "archive_allow_dirty"):
+        if str(config.get(flag)).lower() in ("true", "false"):
+            config[flag] = str(config[flag]).lower() == "true"
     return config
 
 

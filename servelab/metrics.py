@@ -130,6 +130,11 @@ def point_row(record: dict, bench: dict | None) -> dict:
         **hardware_columns(record["identity"]["hardware"]),
         "session": record.get("session"),
         "point_key": record["key"],
+        # what a reader of a figure needs to trace a point: its raw files and exact commands
+        "raw_json": f"store/{record['key']}/bench.json" if bench is not None else None,
+        "record_json": f"store/{record['key']}/record.json",
+        "serve_command": (record.get("provenance") or {}).get("serve_command"),
+        "bench_args": (record.get("provenance") or {}).get("bench_args"),
     }
     if failure := record.get("failure"):
         row.update(valid=False, invalid_reason=f"{failure['stage']}: {failure['reason']}")

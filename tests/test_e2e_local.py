@@ -182,6 +182,53 @@ def test_report_holds_the_figures_and_table(workdir, first_run):
         assert name in html
 
 
+
+def commit_workdir(workdir: Path) -> None:
+    """Make the working copy a git checkout at a commit, as a user's clone is."""
+    for args in (["init", "-q"], ["add", "-A"], ["-c", "user.name=servelab", "-c", "user.email=ci@servelab",
+                                                 "commit", "-qm", "the workflow as it ran"]):
+        subprocess.run(["git", *args], cwd=workdir, check=True, capture_output=True)
+
+
+def test_paper_archive_round_trip_rebuilds_every_table_without_an_engine(workdir, first_run, tmp_path):
+    """The archive of the embedded default's results, verified and rebuilt where no
+    engine can be imported: the rebuilt tables equal the archived ones."""
+    import zipfile
+
+    commit_workdir(workdir)
+    (workdir / "README.md").write_text("edited\n")   # a dirty tree is refused, by name
+    dirty = snakemake(workdir, *LOCAL, "paper_archive", check=False)
+    assert dirty.returncode != 0 and "uncommitted changes" in dirty.stdout + dirty.stderr
+    subprocess.run(["git", "checkout", "README.md"], cwd=workdir, check=True)
+    snakemake(workdir, *LOCAL, "paper_archive")
+    archive = workdir / "archive/servelab-archive.zip"
+    names = set(zipfile.ZipFile(archive).namelist())
+    assert {"ro-crate-metadata.json", "MANIFEST.sha256", "config.yaml", "report.html", "workflow/Snakefile",
+            "environment/python-packages.txt", "environment/hardware.json",
+            "results/week01/metrics.csv", "results/study_tuning_cpu/throughput.png"} <= names
+    assert any(n.endswith("/bench.json") for n in names) and any(n.endswith("/server.log") for n in names)
+    crate = json.loads(zipfile.ZipFile(archive).read("ro-crate-metadata.json"))
+    action = next(e for e in crate["@graph"] if e.get("@type") == "CreateAction")
+    assert action["instrument"] == {"@id": "workflow/Snakefile"}
+    assert {"@id": "results/week01/metrics.csv"} in action["result"]
+    # another machine: the analysis packages only (vLLM and torch cannot be imported)
+    code = ("import sys; sys.modules.update(vllm=None, torch=None, transformers=None); "
+            "from servelab.archive import main; sys.exit(main(sys.argv[1:]))")
+    proc = subprocess.run([sys.executable, "-c", code, "verify", str(archive), "--rebuild", str(tmp_path / "v")],
+                          capture_output=True, text=True, cwd=tmp_path,
+                          env={**os.environ, "PYTHONPATH": str(workdir)})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    runs = load_config(*CONFIGS)["run"]
+    assert f"{len(runs)} tables" in proc.stdout and "rebuilt from the raw JSON equal the archived ones" in proc.stdout
+    assert (tmp_path / "v/rebuilt/week01/ttft_vs_rate.png").stat().st_size > 10_000
+    # a changed byte is caught
+    extracted = tmp_path / "v/archive/results/week01/metrics.csv"
+    extracted.write_text(extracted.read_text().replace("True", "False", 1))
+    from servelab.archive import ArchiveError, check_manifest
+    with pytest.raises(ArchiveError, match="results/week01/metrics.csv"):
+        check_manifest(tmp_path / "v/archive")
+
+
 def test_no_session_process_is_left_after_a_run(workdir, first_run):
     assert processes_mentioning(str(workdir)) == []
 

@@ -1,6 +1,7 @@
 """Parsing a real saved `vllm bench serve --save-result --save-detailed` JSON."""
 import json
 import math
+from pathlib import Path
 
 import pytest
 
@@ -59,12 +60,18 @@ def test_achieved_rate_edge_cases():
     assert metrics.requested_rate("inf") == math.inf
 
 
-def test_table_joins_views_with_the_store(tmp_path, record, bench):
+def stored(tmp_path: Path, bench: dict, *records: dict) -> tuple[Path, Path]:
+    """A store holding the first record's raw JSON, and a view `base.json` of the records."""
     store = tmp_path / "store"
-    (store / record["key"]).mkdir(parents=True)
-    (store / record["key"] / "bench.json").write_text(json.dumps(bench))
+    (store / records[0]["key"]).mkdir(parents=True)
+    (store / records[0]["key"] / "bench.json").write_text(json.dumps(bench))
     view = tmp_path / "base.json"
-    view.write_text(json.dumps([record]))
+    view.write_text(json.dumps(list(records)))
+    return view, store
+
+
+def test_table_joins_views_with_the_store(tmp_path, record, bench):
+    view, store = stored(tmp_path, bench, record)
     table = metrics.table([view], store)
     assert len(table) == 1
     assert table.loc[0, "point_key"] == record["key"]
@@ -87,11 +94,7 @@ def failed(record: dict, server_point: str = "fp8kv") -> dict:
 
 
 def test_a_failed_point_is_a_row_with_its_knobs_and_the_engine_reason(tmp_path, record, bench):
-    store = tmp_path / "store"
-    (store / record["key"]).mkdir(parents=True)
-    (store / record["key"] / "bench.json").write_text(json.dumps(bench))
-    view = tmp_path / "view.json"
-    view.write_text(json.dumps([record, failed(record)]))   # no bench.json for the failed one
+    view, store = stored(tmp_path, bench, record, failed(record))   # no bench.json for the failed one
     table = metrics.table([view], store)
     assert list(table["valid"]) == [True, False]
     bad = table.iloc[1]
@@ -102,11 +105,7 @@ def test_a_failed_point_is_a_row_with_its_knobs_and_the_engine_reason(tmp_path, 
 
 
 def test_a_view_that_does_not_hold_the_configured_points_is_an_error(tmp_path, record, bench):
-    store = tmp_path / "store"
-    (store / record["key"]).mkdir(parents=True)
-    (store / record["key"] / "bench.json").write_text(json.dumps(bench))
-    view = tmp_path / "base.json"
-    view.write_text(json.dumps([record]))
+    view, store = stored(tmp_path, bench, record)
     configured = {"base": [record["client_knobs"]]}
     assert len(metrics.table([view], store, configured)) == 1
     more = {"base": [record["client_knobs"], {**record["client_knobs"], "request_rate": 2}]}

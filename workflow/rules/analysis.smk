@@ -40,3 +40,22 @@ rule figure:
         "../../envs/analysis.yaml"
     script:
         "../scripts/plot_figure.py"
+
+
+rule paper_archive:
+    # a frozen run for a paper: `snakemake --profile profiles/local paper_archive`
+    # (make the report first to include it: snakemake ... --report report.html)
+    input:
+        default_targets(),
+    output:
+        "archive/servelab-archive.zip",
+    params:
+        experiments=ex.enabled_experiments(config),
+        allow_dirty=config["archive_allow_dirty"],
+    log:
+        "logs/paper_archive.log",
+    localrule: True
+    conda:
+        "../../envs/analysis.yaml"
+    script:
+        "../scripts/paper_archive.py"

@@ -23,6 +23,9 @@ EXCEPTION = re.compile(r"^(?:\(\S+ pid=\d+\)\s+)?(?:[A-Z]+ \d\d-\d\d [\d:]+ \[[^
 # wrappers that only point back at the root cause printed before them
 WRAPPERS = ("See root cause above", "Engine core initialization failed")
 ERROR_LINE = re.compile(r"\bERROR\b")
+# pydantic's "1 validation error for SpeculativeConfig": the reason is on the next line
+PYDANTIC_HEADER = re.compile(r"^\d+ validation errors? for \w+$")
+PROCESS_TAG = re.compile(r"^\(\S+ pid=\d+\)\s*")
 
 
 class PointFailed(Exception):
@@ -47,12 +50,18 @@ def engine_reason(text: str) -> str | None:
     """The engine's own reason in a log: its first exception line that is not a
     wrapper pointing elsewhere, else its last ERROR line."""
     errors = []
-    for raw in text.splitlines():
+    lines = text.splitlines()
+    for n, raw in enumerate(lines):
         line = raw.strip()
         if m := EXCEPTION.match(line):
-            if not any(w in m[2] for w in WRAPPERS):
-                return f"{m[1]}: {m[2]}"
-        elif ERROR_LINE.search(line):
+            if any(w in m[2] for w in WRAPPERS):
+                continue
+            reason = f"{m[1]}: {m[2]}"
+            if PYDANTIC_HEADER.match(m[2]) and n + 1 < len(lines):
+                detail = PROCESS_TAG.sub("", lines[n + 1].strip()).split(" [type=")[0]
+                reason += f": {detail}"
+            return reason
+        if ERROR_LINE.search(line):
             errors.append(line)
     return errors[-1] if errors else None
 

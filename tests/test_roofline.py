@@ -56,12 +56,15 @@ def test_a_theory_column_without_values_is_left_out_of_the_figure(tmp_path):
 
 
 def test_a_shape_without_weights_is_sized_from_its_config(tmp_path, course_config):
-    """Llama-3.1-8B's published size is 8.03 B parameters; Mixtral-8x7B's 46.7 B."""
+    """Llama-3.1-8B's published size is 8.03 B parameters; Mixtral-8x7B's 46.7 B;
+    Llama-3.2-1B's (the week 11 draft, tied embeddings) 1.24 B."""
     from servelab import shape_model
 
     llama = course_config["models"]["llama31_8b"]["shape"]["config"]
     assert roofline.decoder_params(llama) == pytest.approx(8.03e9, rel=0.002)
     assert roofline.decoder_params(course_config["models"]["mixtral_8x7b"]["shape"]["config"]) == pytest.approx(
         46.7e9, rel=0.005)
+    assert roofline.decoder_params(course_config["models"]["llama32_1b"]["shape"]["config"]) == pytest.approx(
+        1.236e9, rel=0.005)
     size = roofline.model_size(shape_model.build(tmp_path / "m", {"config": llama}))
     assert size == {"weight_bytes": roofline.decoder_params(llama) * 2, "dtype": "bfloat16"}

@@ -56,9 +56,11 @@ def git(workflow_dir: Path, *args: str) -> str:
 
 
 def workflow_state(workflow_dir: Path, allow_dirty: bool) -> dict:
-    """{commit, dirty, diff}: a tree with uncommitted changes is refused unless allowed."""
+    """{commit, top (the checkout's root), dirty, diff}: a tree with uncommitted changes is
+    refused unless allowed."""
     try:
         commit = git(workflow_dir, "rev-parse", "HEAD").strip()
+        top = Path(git(workflow_dir, "rev-parse", "--show-toplevel").strip())
     except (subprocess.CalledProcessError, FileNotFoundError) as err:
         raise ArchiveError(f"{workflow_dir} is not a git checkout with a commit: the archive pins the "
                            f"workflow to one ({err})") from err
@@ -67,7 +69,8 @@ def workflow_state(workflow_dir: Path, allow_dirty: bool) -> dict:
         raise ArchiveError("the workflow has uncommitted changes; commit them, or archive with "
                            "--config archive_allow_dirty=True (the archive is then marked dirty and "
                            f"holds the diff):\n{changes}")
-    return {"commit": commit, "dirty": bool(changes), "diff": git(workflow_dir, "diff", "HEAD") if changes else ""}
+    return {"commit": commit, "top": top, "dirty": bool(changes),
+            "diff": git(top, "diff", "HEAD") if changes else ""}
 
 
 def environment_lock() -> dict[str, str]:
@@ -104,13 +107,15 @@ def build(project: Path, config: dict, experiments: list[str], out: Path, allow_
     from rocrate.rocrate import ROCrate
 
     from servelab import provenance
+    from servelab.experiments import server_points
 
     project, out = Path(project), Path(out)
     state = workflow_state(Path(workflow_dir or project), allow_dirty)
     with tempfile.TemporaryDirectory(prefix="servelab-archive-") as tmp:
         stage = Path(tmp) / "stage"
         (stage / "workflow").mkdir(parents=True)
-        tar = subprocess.run(["git", "-C", str(workflow_dir or project), "archive", "--format=tar", state["commit"]],
+        # the whole checkout at its commit (run from a subdirectory, git archive takes only that)
+        tar = subprocess.run(["git", "-C", str(state["top"]), "archive", "--format=tar", state["commit"]],
                              capture_output=True, check=True).stdout
         subprocess.run(["tar", "xf", "-", "-C", str(stage / "workflow")], input=tar, check=True)
         if state["dirty"]:
@@ -122,6 +127,11 @@ def build(project: Path, config: dict, experiments: list[str], out: Path, allow_
             (stage / "environment" / name).write_text(text)
         (stage / "environment" / "hardware.json").write_text(json.dumps(provenance.hardware(), indent=2))
         for name in experiments:
+            views = [project / "results" / name / "sessions" / f"{sp}.json"
+                     for sp in server_points(config["experiments"][name])]
+            if missing := [str(v.relative_to(project)) for v in views if not v.is_file()]:
+                raise ArchiveError(f"experiment {name} is not complete (missing {missing}): run snakemake "
+                                   f"to completion before archiving")
             for src in experiment_files(project / "results", name):
                 dest = stage / src.relative_to(project)
                 dest.parent.mkdir(parents=True, exist_ok=True)

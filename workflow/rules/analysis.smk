@@ -47,11 +47,14 @@ rule paper_archive:
     # (make the report first to include it: snakemake ... --report report.html)
     input:
         default_targets(),
+        # the views too: Snakemake keeps an up-to-date table whose view a failed job deleted
+        [f"results/{name}/sessions/{sp}.json" for name in ex.enabled_experiments(config) for sp in SERVER_POINTS[name]],
     output:
         "archive/servelab-archive.zip",
     params:
         experiments=ex.enabled_experiments(config),
         allow_dirty=config["archive_allow_dirty"],
+        workflow_dir=workflow.basedir,
     log:
         "logs/paper_archive.log",
     localrule: True

@@ -8,7 +8,7 @@ from servelab.joblog import tee_stderr
 with tee_stderr(snakemake.log[0]):
     summary = archive.build(Path.cwd(), snakemake.config, snakemake.params.experiments, Path(snakemake.output[0]),
                             allow_dirty=bool(snakemake.params.allow_dirty),
-                            workflow_dir=Path(snakemake.scriptdir).parents[1])
+                            workflow_dir=Path(snakemake.params.workflow_dir))
     print(f"servelab archive: {snakemake.output[0]}: {summary['files']} files, "
           f"{summary['bytes'] / 2**20:.1f} MiB, workflow {summary['commit'][:12]}"
           f"{' (dirty)' if summary['dirty'] else ''}; check it with: python -m servelab.archive verify "

@@ -10,13 +10,14 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 
 
-def load_config(*names: str) -> dict:
-    """config/config.yaml overlaid with the given overlays, as Snakemake merges them."""
+def load_config(*names: str, base: Path = REPO) -> dict:
+    """config/config.yaml overlaid with the given overlays (paths relative to `base`,
+    a checkout or a test's working copy), as Snakemake merges them."""
     from snakemake.utils import update_config
 
-    config = yaml.safe_load((REPO / "config/config.yaml").read_text())
+    config = yaml.safe_load((base / "config/config.yaml").read_text())
     for name in names:
-        update_config(config, yaml.safe_load((REPO / name).read_text()))
+        update_config(config, yaml.safe_load((base / name).read_text()))
     return config
 
 

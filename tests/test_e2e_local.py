@@ -394,7 +394,7 @@ def assert_table_matches_config(workdir: Path, name: str, args: list[str]) -> pd
     from servelab.experiments import client_points
 
     files = args[args.index("--configfile") + 1:]
-    exp = load_config(*files)["experiments"][name]
+    exp = load_config(*files, base=workdir)["experiments"][name]
     table = pd.read_csv(workdir / f"results/{name}/metrics.csv")
     configured = [(sp, knobs) for sp, server in server_points(exp).items() for knobs in client_points(exp, server)]
     assert len(table) == len(configured)

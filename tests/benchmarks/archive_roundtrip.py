@@ -15,8 +15,8 @@ from pathlib import Path
 import yaml
 from snakemake.utils import update_config
 
-from servelab import archive
-from servelab.experiments import enabled_experiments
+from servelab.run import archive
+from servelab.config.experiments import enabled_experiments
 
 work = Path(sys.argv[1]).resolve()
 config: dict = {}

@@ -10,10 +10,11 @@ os.environ["PYTHONPATH"] = os.pathsep.join(
     p for p in (workflow.basedir, os.environ.get("PYTHONPATH")) if p
 )
 
-from servelab import config as servelab_config
-from servelab import dummy_weights, failure
-from servelab import experiments as ex
-from servelab.topology import topology_gpus
+from servelab.config import checks as servelab_config
+from servelab.fetch import dummy_weights
+from servelab.serve import failure
+from servelab.config import experiments as ex
+from servelab.serve.topology import topology_gpus
 
 servelab_config.drop_nulled_sections(config)
 validate(config, "../../config/schema.yaml")

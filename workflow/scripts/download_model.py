@@ -6,7 +6,7 @@ as a parameter, printed or logged.
 from huggingface_hub import snapshot_download
 
 from servelab.atomic import atomic_path
-from servelab.joblog import tee_stderr
+from servelab.run.joblog import tee_stderr
 
 spec = snakemake.params.spec
 with tee_stderr(snakemake.log[0]), atomic_path(snakemake.output[0]) as tmp:

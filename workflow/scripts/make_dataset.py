@@ -1,8 +1,8 @@
 """Rules generated_dataset / downloaded_dataset: a ShareGPT-format workload."""
 import sys
 
-from servelab import datasets
-from servelab.joblog import tee_stderr
+from servelab.fetch import datasets
+from servelab.run.joblog import tee_stderr
 
 spec = snakemake.params.spec
 out = snakemake.output[0]

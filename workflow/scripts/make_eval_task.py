@@ -1,6 +1,6 @@
 """Rule generated_eval_task: a local lm-eval task in a base task's format."""
-from servelab.eval_task import write_task
-from servelab.joblog import tee_stderr
+from servelab.fetch.eval_task import write_task
+from servelab.run.joblog import tee_stderr
 
 spec = snakemake.params.spec
 with tee_stderr(snakemake.log[0]):

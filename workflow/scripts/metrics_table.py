@@ -1,7 +1,7 @@
 """Rule metrics_table: one tidy row per measured point."""
-from servelab import metrics
+from servelab.analysis import metrics
 from servelab.atomic import atomic_path
-from servelab.joblog import tee_stderr
+from servelab.run.joblog import tee_stderr
 
 with tee_stderr(snakemake.log[0]):
     table = metrics.table(snakemake.input.views, snakemake.params.store, snakemake.params.points)

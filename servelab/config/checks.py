@@ -1,0 +1,185 @@
+"""Checks the JSON schema cannot express: cross-references between config sections.
+
+Run right after `validate(config, schema)`, so a bad name stops the workflow
+before any job starts, and the message names the offending key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+from servelab.fetch import dummy_weights
+from servelab.config.experiments import all_client_points, enabled_experiments, point_model, server_points, swept_knobs
+from servelab.engines.lm_eval_client import column_prefixes
+
+# which engines serve, and the offline benchmarks each engine has
+SERVING_ENGINES = ("vllm", "sglang")
+OFFLINE_TOOLS = {"vllm": ("throughput", "latency"), "transformers": ("static_batch",)}
+
+
+class ConfigError(ValueError):
+    pass
+
+
+# sections of an experiment (and single figures) an overlay may switch off by setting
+# them to null: Snakemake merges config files key by key, so an overlay cannot delete one
+OPTIONAL_SECTIONS = ("eval", "topology", "monitors", "figures")
+
+
+def drop_nulled_sections(config: dict) -> dict:
+    for exp in (config.get("experiments") or {}).values():
+        if not isinstance(exp, dict):
+            continue
+        for key in OPTIONAL_SECTIONS:
+            if key in exp and exp[key] is None:
+                del exp[key]
+        figures = exp.get("figures") or {}
+        for name in [n for n, spec in figures.items() if spec is None]:
+            del figures[name]
+    # `--config retry_failed=true`: Snakemake reads only True/False as booleans
+    for flag in ("retry_failed", "archive_allow_dirty"):
+        if str(config.get(flag)).lower() in ("true", "false"):
+            config[flag] = str(config[flag]).lower() == "true"
+    return config
+
+
+def check(config: dict) -> None:
+    problems = []
+    for name in config.get("run") or []:
+        if name not in config["experiments"]:
+            problems.append(f"run: unknown experiment {name!r} (known: {sorted(config['experiments'])})")
+    tasks_seen: dict = {}
+    for name, exp in config["experiments"].items():
+        where = f"experiments.{name}"
+        try:
+            server_points(exp)
+        except ValueError as err:
+            problems.append(f"{where}.server: {err}")
+            continue
+        for section in ("model", "dataset", "engine"):
+            table = {"model": "models", "dataset": "datasets", "engine": "engines"}[section]
+            if exp[section] not in config[table]:
+                problems.append(f"{where}.{section}: {exp[section]!r} is not defined under {table} "
+                                f"(defined: {sorted(config[table])})")
+        for model in exp.get("server", {}).get("grid", {}).get("model", []):
+            if model not in config["models"]:
+                problems.append(f"{where}.server.grid.model: {model!r} is not defined under models "
+                                f"(defined: {sorted(config['models'])})")
+        for side in ("server", "client"):
+            part = exp.get(side, {})
+            both = set(part.get("args", {})) & set(part.get("grid", {}))
+            if both:
+                problems.append(f"{where}.{side}: knob(s) {sorted(both)} are both fixed in args and swept in grid")
+        offline = exp.get("kind", "serve") == "offline"
+        tools = OFFLINE_TOOLS.get(exp["engine"], ())
+        if offline and exp.get("tool") not in tools:
+            problems.append(f"{where}: kind offline with engine {exp['engine']} needs tool one of {list(tools)} "
+                            f"(got {exp.get('tool')!r})")
+        if not offline and "tool" in exp:
+            problems.append(f"{where}.tool: only offline experiments take a tool")
+        if not offline and exp["engine"] not in SERVING_ENGINES:
+            problems.append(f"{where}: engine {exp['engine']} has no server; use kind offline")
+        generated = exp.get("eval", {}).get("generated_task")
+        if generated and generated["name"] not in exp["eval"]["tasks"]:
+            problems.append(f"{where}.eval.generated_task: {generated['name']!r} is not among eval.tasks "
+                            f"{exp['eval']['tasks']}")
+        if generated and tasks_seen.setdefault(generated["name"], generated) != generated:
+            problems.append(f"{where}.eval.generated_task: another experiment defines {generated['name']!r} "
+                            f"differently")
+        mons = exp.get("monitors", {})
+        if "torch_profile" in mons and exp["engine"] != "vllm":
+            problems.append(f"{where}.monitors.torch_profile: vLLM's profiler only (engine is {exp['engine']})")
+        if offline and any("restart" in p for p in all_client_points(exp)):
+            problems.append(f"{where}.client.restart: restarts are of a server; kind offline has none")
+        if exp.get("topology") and offline:
+            problems.append(f"{where}.topology: a P/D topology serves; kind offline has none")
+        if exp.get("eval") and offline:
+            problems.append(f"{where}.eval: lm-eval runs against a server; kind offline has none")
+        random_data = config["datasets"].get(exp["dataset"], {}).get("builtin") == "random"
+        if exp.get("tool") == "throughput" and random_data:
+            for knob in ("input_len", "output_len", "prefix_len"):
+                if any(knob in p for p in all_client_points(exp)):
+                    problems.append(f"{where}.client.{knob}: vllm bench throughput ignores it on the random "
+                                    f"dataset (its random_{knob} default wins); use random_{knob}")
+        needs_prompts = not offline or exp.get("tool") in ("throughput", "static_batch")
+        if needs_prompts and not any("num_prompts" in p for p in all_client_points(exp)):
+            problems.append(f"{where}.client: num_prompts is missing (set it in args or grid)")
+        for fig, spec in exp.get("figures", {}).items():
+            joined = [o for o in spec.get("also_from", []) if o in config["experiments"]]
+            for other in set(spec.get("also_from", [])) - set(joined):
+                problems.append(f"{where}.figures.{fig}.also_from: unknown experiment {other!r}")
+            columns = METRIC_COLUMNS | {c for e in [name, *joined] for c in swept_knobs(config["experiments"][e])}
+            prefixes = tuple(p for e in [name, *joined] for p in column_prefixes(config["experiments"][e].get("eval", {})))
+            ys = spec["y"] if isinstance(spec["y"], list) else [spec["y"]]
+            for key, col in [("x", spec["x"]), *(("y", y) for y in ys),
+                             *((k, spec[k]) for k in ("hue", "col", "size") if k in spec)]:
+                if col not in columns and not col.startswith(prefixes or ("\0",)):
+                    problems.append(f"{where}.figures.{fig}.{key}: unknown column {col!r}")
+    if problems:
+        raise ConfigError("invalid config:\n  " + "\n  ".join(problems))
+    problems += dummy_weights.problems(config, {
+        name: {point_model(config["experiments"][name], k) for k in server_points(config["experiments"][name]).values()}
+        for name in enabled_experiments(config) if name in config["experiments"]})
+    if problems:
+        raise ConfigError("invalid config:\n  " + "\n  ".join(problems))
+
+
+def _metric_columns() -> set[str]:
+    from servelab.analysis.metrics import LATENCIES, SCALARS, STATS
+
+    lat = {f"{lat}_{stat}_ms" for lat in LATENCIES for stat in STATS}
+    return lat | set(SCALARS.values()) | {"request_rate", "achieved_rate_rps", "server_startup_s",
+                                          "samples_ttft", "samples_itl", "valid", "experiment",
+                                          "server_point", "model", "latency_mean_s",
+                                          "latency_p50_s", "latency_p90_s", "latency_p99_s",
+                                          "kv_cache_tokens", "kv_cache_blocks", "max_concurrency_x",
+                                          "weights_gib", "padding_fraction", "total_tokens",
+                                          "theory_latency_s", "theory_decode_step_ms",
+                                          "peak_rss_gib", "peak_gpu_mem_gib"}
+
+
+METRIC_COLUMNS = _metric_columns()
+
+
+GPU_ONLY_MONITORS = ("gpu", "wrap")
+
+
+def active_monitors(config: dict, exp: dict) -> dict:
+    """An experiment's monitors on this device: nvidia-smi, nsys and ncu need a GPU
+    node, so the CPU default leaves them out (an overlay cannot delete keys)."""
+    mons = exp.get("monitors", {})
+    if config.get("device") != "cpu":
+        return mons
+    return {k: v for k, v in mons.items() if k not in GPU_ONLY_MONITORS}
+
+
+def generated_eval_tasks(config: dict) -> dict[str, dict]:
+    """{task name: generated_task spec} over all experiments (check() made names unique)."""
+    return {exp["eval"]["generated_task"]["name"]: exp["eval"]["generated_task"]
+            for exp in config["experiments"].values() if "generated_task" in exp.get("eval", {})}
+
+
+def config_hash(config: dict) -> str:
+    return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def model_identity(config: dict, name: str) -> str:
+    """What pins a model's weights: hub repo@revision, the tiny recipe's hash, or (random
+    weights) the shape's hash."""
+    spec = config["models"][name]
+    if dummy_weights.served_from_shape(config, name):
+        return dummy_weights.shape_identity(spec["shape"])
+    if "hub" in spec:
+        return f"{spec['hub']}@{spec['revision']}"
+    return "tiny:" + hashlib.sha256(json.dumps(spec["tiny"], sort_keys=True).encode()).hexdigest()[:16]
+
+
+def dataset_identity(config: dict, name: str) -> str:
+    spec = config["datasets"][name]
+    if "url" in spec:
+        return f"{spec['url']}#sha256={spec.get('sha256')}"
+    if "builtin" in spec:
+        return f"builtin:{spec['builtin']}"
+    return "generated:" + hashlib.sha256(json.dumps(spec["generate"], sort_keys=True).encode()).hexdigest()[:16]
+

@@ -1,0 +1,339 @@
+"""Check every command a config would launch against the engines' own parsers.
+
+    python -m servelab.config.validate config/config.yaml [config/local.yaml ...]
+
+Run it before submitting GPU jobs: a stale or mistyped flag is reported with
+the experiment, server point and flag, and no GPU hour is spent on it.
+(Importing vLLM's parsers takes ~10 s, so Snakemake's DAG build does not do it.)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import sys
+from pathlib import Path
+from dataclasses import dataclass
+
+from servelab.config.experiments import all_client_points, bench_knobs, client_points, engine_flags, point_id, server_points
+
+
+@dataclass
+class Problem:
+    experiment: str
+    point: str
+    command: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.experiment} [{self.point}] {self.command}: {self.message}"
+
+
+def vllm_serve_parser():
+    from servelab.engines.vllm_cli import patch_version_lookup
+
+    patch_version_lookup()
+    from vllm.entrypoints.launchers.cli_args import make_arg_parser
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+    return make_arg_parser(FlexibleArgumentParser(prog="vllm serve"))
+
+
+def with_engine_version(engine: str, msg: str) -> str:
+    """A flag the installed engine's parser does not know: name that engine's version,
+    since the flag may be a misspelling or belong to another release (vLLM's flags come
+    and go between releases: `--calculate-kv-scales` is gone, `--speculative-config` is new)."""
+    if "unrecognized arguments" not in msg or engine not in ("vllm", "sglang"):
+        return msg
+    from servelab.run import provenance
+    from servelab.engines.registry import ENGINES
+
+    version = provenance.package_version(*ENGINES[engine].distributions) or "unknown"
+    return (f"{msg} (not a flag of the installed {engine} {version}: check its spelling, "
+            f"or use a {engine} release that has it)")
+
+
+def parse_or_message(parse, argv: list[str]) -> str | None:
+    """None if `parse(argv)` accepts argv; else the parser's own error message."""
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err):
+            parse(argv)
+    except SystemExit:
+        lines = [ln for ln in err.getvalue().splitlines() if ln.strip()]
+        return lines[-1] if lines else "rejected by the parser"
+    return None
+
+
+class VLLMParsers:
+    def __init__(self):
+        from servelab.engines.vllm_bench import BenchServe
+
+        self.serve = vllm_serve_parser().parse_args
+        self.bench = BenchServe()
+
+    def server_argv(self, cmd: list[str]) -> list[str]:
+        return cmd[cmd.index("serve") + 1:]
+
+    def router(self, argv: list[str]):
+        from servelab.engines.pd_proxy import parser
+
+        return parser().parse_args(argv)
+
+    def client(self, argv: list[str]):
+        return self.bench.parser().parse_args(argv)
+
+
+class SGLangParsers:
+    """SGLang's own server parser (ServerArgs.add_cli_args) and its bench client's options."""
+
+    def __init__(self):
+        import argparse
+
+        from sglang.srt.server_args import ServerArgs
+
+        from sglang_router.router_args import RouterArgs
+
+        parser = argparse.ArgumentParser(prog="sglang.launch_server")
+        ServerArgs.add_cli_args(parser)
+        # sglang_router.launch_server's parser: the server's options and the router's, router_-prefixed
+        with_router = argparse.ArgumentParser(prog="sglang_router.launch_server")
+        ServerArgs.add_cli_args(with_router)
+        RouterArgs.add_cli_args(with_router, use_router_prefix=True, exclude_host_port=True)
+        with_router.add_argument("--router-dp-worker-base-port", type=int)
+        self.parsers = {"sglang.launch_server": parser.parse_args,
+                        "sglang_router.launch_server": with_router.parse_args}
+        self.client_options: set[str] | None = None
+
+    def serve(self, cmd: list[str]):
+        module = cmd[cmd.index("-m") + 1]
+        return self.parsers[module](cmd[cmd.index(module) + 1:])
+
+    def router(self, argv: list[str]):
+        from sglang_router.launch_router import parse_router_args
+
+        return parse_router_args(argv)
+
+    def server_argv(self, cmd: list[str]) -> list[str]:
+        return cmd
+
+    def client(self, argv: list[str]):
+        """The options `python -m sglang.bench_serving` defines, read from its source
+        (importing it pulls in torchvision, which cannot import beside a CPU torch):
+        unknown options are caught, value types are not."""
+        if self.client_options is None:
+            self.client_options = sglang_bench_options()
+        unknown = [a for a in argv if a.startswith("--") and a.split("=")[0] not in self.client_options]
+        if unknown:
+            print(f"sglang.bench_serving: error: unrecognized arguments: {' '.join(unknown)}", file=sys.stderr)
+            raise SystemExit(2)
+        return argv
+
+
+def sglang_bench_options() -> set[str]:
+    import ast
+    import importlib.util
+
+    source = open(importlib.util.find_spec("sglang.benchmark.serving").origin).read()
+    options = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "add_argument":
+            options |= {a.value for a in node.args if isinstance(a, ast.Constant) and str(a.value).startswith("--")}
+    return options
+
+
+PARSERS = {"vllm": VLLMParsers, "sglang": SGLangParsers}
+
+
+def vllm_offline_parser(tool: str):
+    """`vllm bench throughput|latency`'s own parser (engine arguments included)."""
+    import importlib
+
+    from servelab.engines.vllm_cli import patch_version_lookup
+
+    patch_version_lookup()
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+    parser = FlexibleArgumentParser(prog=f"vllm bench {tool}")
+    importlib.import_module(f"vllm.benchmarks.{tool}").add_cli_args(parser)
+    return parser.parse_args
+
+
+def offline_parser(engine: str, tool: str):
+    """(parse, the argv element after which its arguments start)."""
+    if engine == "transformers":
+        from servelab.engines.hf_static import parser
+
+        return parser().parse_args, "servelab.engines.hf_static"
+    return vllm_offline_parser(tool), tool
+
+
+def check_offline(name: str, exp: dict, config: dict, parser) -> list[Problem]:
+    from servelab.engines.registry import ENGINES
+
+    from servelab.serve.monitors import profiler_knobs
+
+    parse, after = parser
+    builtin = config["datasets"][exp["dataset"]].get("builtin")
+    profiling = profiler_knobs(exp.get("monitors", {}), Path("/tmp/session"))
+    problems = []
+    for sp, knobs in server_points(exp).items():
+        for client in client_points(exp, knobs):
+            client = {**bench_knobs(client), **({"profile": True} if profiling else {})}
+            cmd = ENGINES[exp["engine"]].offline_command(exp["tool"], "MODEL", {**engine_flags(knobs), **profiling},
+                                                         client,
+                                                         builtin or "sharegpt", None if builtin else "d.json",
+                                                         "o.json")
+            msg = parse_or_message(parse, cmd[cmd.index(after) + 1:])
+            if msg:
+                problems.append(Problem(name, f"{sp} {point_id(client)}", f"{exp['engine']} {exp['tool']}",
+                                        with_engine_version(exp["engine"], msg)))
+    return problems
+
+
+def launch_commands(exp: dict, knobs: dict, served_name: str) -> list[tuple[str, list[str]]]:
+    """(role, command) of every process a server point launches, ports made up."""
+    from itertools import count
+
+    from servelab.serve import topology
+    from servelab.engines.registry import ENGINES
+
+    engine = ENGINES[exp["engine"]]
+    if not exp.get("topology"):
+        return [("server", engine.serve_command("MODEL", 8000, knobs, served_name))]
+    ports = count(9000)
+    rs = topology.roles(knobs, exp["topology"])
+    topology.assign_ports(exp["engine"], rs, lambda: next(ports))
+    out = [(r.name, engine.serve_command("MODEL", r.port, r.knobs, served_name)) for r in rs]
+    router_args = exp["topology"].get("router", {}).get("args", {})
+    return out + [("router", topology.router_command(exp["engine"], rs, next(ports), router_args))]
+
+
+class LMEvalParsers:
+    """lm-eval's own CLI parser, the model_args local-completions accepts (it
+    swallows unknown ones silently), and its task index."""
+
+    def __init__(self):
+        from lm_eval._cli import HarnessCLI
+
+        self.cli = HarnessCLI()
+        self.known_tasks: set[str] | None = None
+
+    def parse(self, argv: list[str]):
+        return self.cli._parser.parse_args(argv)
+
+    def model_args(self) -> set[str]:
+        import inspect
+
+        import lm_eval.models  # noqa: F401  (registers the models)
+        from lm_eval.api.registry import get_model
+
+        known = set()
+        for cls in get_model("local-completions").__mro__:
+            if "__init__" in vars(cls):
+                known |= set(inspect.signature(cls.__init__).parameters) - {"self", "args", "kwargs"}
+        return known
+
+    def tasks(self) -> set[str]:
+        if self.known_tasks is None:
+            from lm_eval.tasks import TaskManager
+
+            self.known_tasks = set(TaskManager().all_tasks)
+        return self.known_tasks
+
+
+def check_eval(name: str, exp: dict, parsers: LMEvalParsers) -> list[Problem]:
+    from servelab.fetch import eval_task
+    from servelab.engines import lm_eval_client
+
+    spec = exp["eval"]
+    where = (name, "eval")
+    cmd = lm_eval_client.command(spec, "served", 8000, "MODEL", "/tmp/out", None)
+    problems = []
+    msg = parse_or_message(parsers.parse, cmd[cmd.index("lm_eval") + 1:])
+    if msg:
+        problems.append(Problem(*where, "lm_eval run", msg))
+    unknown = sorted(set(spec.get("model_args", {})) - parsers.model_args())
+    if unknown:
+        problems.append(Problem(*where, "lm_eval run", f"unknown local-completions model_args {unknown}"))
+    generated = spec.get("generated_task", {})
+    if generated:
+        try:
+            eval_task.base_task_yaml(generated["base"])
+        except FileNotFoundError as exc:
+            problems.append(Problem(*where, "lm_eval run", str(exc)))
+    missing = sorted(set(spec["tasks"]) - {generated.get("name")} - parsers.tasks())
+    if missing:
+        problems.append(Problem(*where, "lm_eval run", f"unknown task(s) {missing}"))
+    return problems
+
+
+def check_config(config: dict, engines: list[str] | None = None) -> list[Problem]:
+    """Problems of every server and client command of the config's experiments
+    (of `engines` only, if given)."""
+    from servelab.engines.registry import ENGINES
+
+    parsers: dict = {}
+    problems = []
+    for name, exp in config["experiments"].items():
+        if engines is not None and exp["engine"] not in engines:
+            continue
+        if exp.get("kind") == "offline":
+            key = (exp["engine"], exp["tool"])
+            if key not in parsers:
+                parsers[key] = offline_parser(*key)
+            problems += check_offline(name, exp, config, parsers[key])
+            continue
+        engine = ENGINES[exp["engine"]]
+        if exp["engine"] not in parsers:
+            parsers[exp["engine"]] = PARSERS[exp["engine"]]()
+        parser = parsers[exp["engine"]]
+        from servelab.serve.monitors import profiler_knobs
+
+        profiling = profiler_knobs(exp.get("monitors", {}), Path("/tmp/session"))
+        for sp, knobs in server_points(exp).items():
+            for role, cmd in launch_commands(exp, {**engine_flags(knobs), **profiling}, f"servelab-{name}"):
+                if role == "router":
+                    msg = parse_or_message(parser.router, cmd[3:])  # after `python -m MODULE`
+                else:
+                    msg = parse_or_message(parser.serve, parser.server_argv(cmd))
+                if msg:
+                    problems.append(Problem(name, sp, f"{engine.name} {role}", with_engine_version(exp["engine"], msg)))
+        builtin = config["datasets"][exp["dataset"]].get("builtin")
+        for knobs in all_client_points(exp):
+            knobs = {**bench_knobs(knobs), **({"profile": True} if profiling else {})}
+            argv = engine.client_args("MODEL", "served", 8000, builtin or "sharegpt",
+                                      None if builtin else "data.json", knobs, "/tmp")
+            msg = parse_or_message(parser.client, argv)
+            if msg:
+                problems.append(Problem(name, point_id(knobs), f"{engine.name} benchmark client",
+                                        with_engine_version(exp["engine"], msg)))
+        if exp.get("eval"):
+            if "lm_eval" not in parsers:
+                parsers["lm_eval"] = LMEvalParsers()
+            problems += check_eval(name, exp, parsers["lm_eval"])
+    return problems
+
+
+def main(argv: list[str] | None = None) -> int:
+    import yaml
+    from snakemake.utils import update_config
+
+    files = (argv if argv is not None else sys.argv[1:]) or ["config/config.yaml"]
+    config: dict = {}
+    for path in files:
+        with open(path) as fh:
+            try:
+                update_config(config, yaml.safe_load(fh))
+            except yaml.YAMLError as err:  # its marks name the file, line and column
+                print(f"servelab validate: {path} is not valid YAML:\n{err}", file=sys.stderr)
+                return 2
+    problems = check_config(config)
+    for problem in problems:
+        print(problem, file=sys.stderr)
+    print(f"servelab validate: {len(problems)} problem(s) in {len(config['experiments'])} experiment(s)")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

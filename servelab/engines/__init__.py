@@ -1,0 +1,4 @@
+"""What differs between engines (vLLM, SGLang, HF transformers, lm-eval as a client): knob
+dicts to command lines, the benchmark clients run in-process, the P/D proxy. No lifecycle
+here: serve/ launches what these modules describe."""
+MAY_IMPORT = ("config",)

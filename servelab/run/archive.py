@@ -1,0 +1,241 @@
+"""A paper archive of what was measured, and its offline verification.
+
+    build:  the workflow at its git commit (a dirty tree refused, or marked with its
+            diff), the merged config as it ran, the environment as a lock (pip freeze;
+            `conda list --explicit` where conda exists), the machine, every point's raw
+            benchmark JSON + record + the server's logs and commands, the session views,
+            tables, figures, the HTML report if made, a SHA-256 manifest, and Workflow
+            Run RO-Crate metadata (ro-crate-metadata.json), zipped.
+    verify: on any machine with the analysis packages (no engine): every checksum, then
+            every table rebuilt from the raw JSON and compared with the archived one,
+            every figure redrawn.
+
+    python -m servelab.run.archive verify ARCHIVE.zip --rebuild DIR
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import hashlib
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+
+import yaml
+
+MANIFEST = "MANIFEST.sha256"
+# files of a session directory worth keeping: logs, commands, monitor timelines
+SESSION_FILES = ("*.log", "*.txt", "*.csv")
+# (the rocrate package adds Workflow RO-Crate itself, for the main workflow)
+WORKFLOW_RUN_PROFILES = {
+    "https://w3id.org/ro/wfrun/process/0.5": "Process Run Crate",
+    "https://w3id.org/ro/wfrun/workflow/0.5": "Workflow Run Crate",
+}
+
+
+class ArchiveError(RuntimeError):
+    pass
+
+
+def sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def git(workflow_dir: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(workflow_dir), *args], capture_output=True, text=True,
+                          check=True).stdout
+
+
+def workflow_state(workflow_dir: Path, allow_dirty: bool) -> dict:
+    """{commit, top (the checkout's root), dirty, diff}: a tree with uncommitted changes is
+    refused unless allowed."""
+    try:
+        commit = git(workflow_dir, "rev-parse", "HEAD").strip()
+        top = Path(git(workflow_dir, "rev-parse", "--show-toplevel").strip())
+    except (subprocess.CalledProcessError, FileNotFoundError) as err:
+        raise ArchiveError(f"{workflow_dir} is not a git checkout with a commit: the archive pins the "
+                           f"workflow to one ({err})") from err
+    changes = git(workflow_dir, "status", "--porcelain", "--untracked-files=no").strip()
+    if changes and not allow_dirty:
+        raise ArchiveError("the workflow has uncommitted changes; commit them, or archive with "
+                           "--config archive_allow_dirty=True (the archive is then marked dirty and "
+                           f"holds the diff):\n{changes}")
+    return {"commit": commit, "top": top, "dirty": bool(changes),
+            "diff": git(top, "diff", "HEAD") if changes else ""}
+
+
+def environment_lock() -> dict[str, str]:
+    """The Python environment the engines and analysis ran in, as exact versions."""
+    files = {"python-packages.txt": subprocess.run([sys.executable, "-m", "pip", "freeze", "--all"],
+                                                   capture_output=True, text=True).stdout}
+    if shutil.which("conda"):
+        files["conda-explicit.txt"] = subprocess.run(["conda", "list", "--explicit"], capture_output=True,
+                                                     text=True).stdout
+    return files
+
+
+def experiment_files(results: Path, name: str) -> list[Path]:
+    """What an experiment's result holds, relative to the project root: tables, figures,
+    views, and for every point in the views its record, raw JSON and session logs."""
+    exp_dir = results / name
+    files = [*sorted(exp_dir.glob("*.csv")), *sorted(exp_dir.glob("*.png")), *sorted(exp_dir.glob("sessions/*.json"))]
+    sessions = set()
+    for view in sorted(exp_dir.glob("sessions/*.json")):
+        for record in json.loads(view.read_text()):
+            point = exp_dir / "store" / record["key"]
+            files += [p for p in (point / "record.json", point / "bench.json") if p.is_file()]
+            sessions.add(record.get("session"))
+    for session in sorted(s for s in sessions if s):
+        for pattern in SESSION_FILES:
+            files += sorted((exp_dir / "store" / "sessions" / session).rglob(pattern))
+    return files
+
+
+def build(project: Path, config: dict, experiments: list[str], out: Path, allow_dirty: bool = False,
+          workflow_dir: Path | None = None) -> dict:
+    """Write the archive `out` (a zip); return a summary {files, bytes, commit, dirty}."""
+    from rocrate.model.contextentity import ContextEntity
+    from rocrate.rocrate import ROCrate
+
+    from servelab.run import provenance
+    from servelab.config.experiments import server_points
+
+    project, out = Path(project), Path(out)
+    state = workflow_state(Path(workflow_dir or project), allow_dirty)
+    with tempfile.TemporaryDirectory(prefix="servelab-archive-") as tmp:
+        stage = Path(tmp) / "stage"
+        (stage / "workflow").mkdir(parents=True)
+        # the whole checkout at its commit (run from a subdirectory, git archive takes only that)
+        tar = subprocess.run(["git", "-C", str(state["top"]), "archive", "--format=tar", state["commit"]],
+                             capture_output=True, check=True).stdout
+        subprocess.run(["tar", "xf", "-", "-C", str(stage / "workflow")], input=tar, check=True)
+        if state["dirty"]:
+            (stage / "workflow.diff").write_text(state["diff"])
+        plain = json.loads(json.dumps(config, default=str))  # Snakemake's config may hold OrderedDicts
+        (stage / "config.yaml").write_text(yaml.safe_dump(plain, sort_keys=False))
+        (stage / "environment").mkdir()
+        for name, text in environment_lock().items():
+            (stage / "environment" / name).write_text(text)
+        (stage / "environment" / "hardware.json").write_text(json.dumps(provenance.hardware(), indent=2))
+        for name in experiments:
+            views = [project / "results" / name / "sessions" / f"{sp}.json"
+                     for sp in server_points(config["experiments"][name])]
+            if missing := [str(v.relative_to(project)) for v in views if not v.is_file()]:
+                raise ArchiveError(f"experiment {name} is not complete (missing {missing}): run snakemake "
+                                   f"to completion before archiving")
+            for src in experiment_files(project / "results", name):
+                dest = stage / src.relative_to(project)
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(src, dest)
+        if (project / "report.html").is_file():
+            shutil.copy2(project / "report.html", stage / "report.html")
+        files = sorted(p for p in stage.rglob("*") if p.is_file())
+        (stage / MANIFEST).write_text("".join(f"{sha256(p)}  {p.relative_to(stage)}\n" for p in files))
+
+        crate = ROCrate(gen_preview=False)
+        crate.name = f"servelab run of {', '.join(experiments)}"
+        crate.description = ("LLM-serving measurements made with servelab: raw benchmark JSON, the records "
+                             "(commands, versions, hardware), tables and figures")
+        crate.root_dataset["conformsTo"] = [{"@id": url} for url in WORKFLOW_RUN_PROFILES]
+        for url, title in WORKFLOW_RUN_PROFILES.items():
+            crate.add(ContextEntity(crate, url, properties={"@type": "CreativeWork", "name": title}))
+        workflow = crate.add_workflow(stage / "workflow" / "Snakefile", dest_path="workflow/Snakefile", main=True,
+                                      lang="snakemake", properties={"version": state["commit"]})
+        entities = {}
+        for path in files + [stage / MANIFEST]:
+            rel = str(path.relative_to(stage))
+            if rel != "workflow/Snakefile":
+                entities[rel] = crate.add_file(path, dest_path=rel)
+        results = [e for rel, e in entities.items() if rel.startswith("results/") and rel.endswith((".csv", ".png"))]
+        crate.add_action(workflow, identifier="#servelab-run", object=[entities["config.yaml"]], result=results,
+                         properties={"name": crate.name, "endTime": datetime.datetime.now().astimezone().isoformat(),
+                                     "description": f"workflow commit {state['commit']}"
+                                                    f"{' with uncommitted changes (workflow.diff)' if state['dirty'] else ''}"})
+        out.parent.mkdir(parents=True, exist_ok=True)
+        partial = out.with_name(f".{out.name}.partial")
+        crate.write_zip(partial)
+        partial.replace(out)
+    return {"files": len(files), "bytes": out.stat().st_size, **{k: state[k] for k in ("commit", "dirty")}}
+
+
+def check_manifest(root: Path) -> int:
+    """Every file the manifest lists, by its checksum; returns how many were checked."""
+    lines = (root / MANIFEST).read_text().splitlines()
+    bad = [rel for digest, rel in (line.split("  ", 1) for line in lines)
+           if not (root / rel).is_file() or sha256(root / rel) != digest]
+    if bad:
+        raise ArchiveError(f"{len(bad)} file(s) differ from {MANIFEST}: {bad[:10]}")
+    return len(lines)
+
+
+def rebuild(root: Path, out: Path) -> dict:
+    """Every table from the archived raw JSON, compared with the archived table; every figure redrawn."""
+    import pandas as pd
+
+    from servelab.analysis import metrics, plots
+    from servelab.config.experiments import server_points
+
+    config = yaml.safe_load((root / "config.yaml").read_text())
+    tables = {}
+    for exp_dir in sorted(p for p in (root / "results").iterdir() if p.is_dir()):
+        name = exp_dir.name
+        order = list(server_points(config["experiments"][name]))
+        views = sorted(exp_dir.glob("sessions/*.json"), key=lambda v: order.index(v.stem))
+        (out / name).mkdir(parents=True, exist_ok=True)
+        metrics.table(views, exp_dir / "store").to_csv(out / name / "metrics.csv", index=False)
+        rebuilt, archived = pd.read_csv(out / name / "metrics.csv"), pd.read_csv(exp_dir / "metrics.csv")
+        try:
+            pd.testing.assert_frame_equal(rebuilt, archived, check_exact=False, rtol=1e-9)
+        except AssertionError as err:
+            raise ArchiveError(f"results/{name}/metrics.csv rebuilt from the raw JSON differs from the "
+                               f"archived one: {err}") from err
+        tables[name] = rebuilt
+    figures = 0
+    for name in tables:
+        for fig, spec in config["experiments"][name].get("figures", {}).items():
+            joined = [tables[n] for n in [name, *spec.get("also_from", [])] if n in tables]
+            plots.draw(pd.concat(joined, ignore_index=True), spec, out / name / f"{fig}.png", name=fig)
+            figures += 1
+    return {"tables": len(tables), "rows": sum(len(t) for t in tables.values()), "figures": figures}
+
+
+def verify(archive: Path, out: Path) -> dict:
+    """Unpack `archive` into out/archive, check it, rebuild into out/rebuilt."""
+    root = Path(out) / "archive"
+    with zipfile.ZipFile(archive) as zf:
+        zf.extractall(root)
+    crate = json.loads((root / "ro-crate-metadata.json").read_text())
+    if not any("CreateAction" in str(e.get("@type")) for e in crate["@graph"]):
+        raise ArchiveError("ro-crate-metadata.json holds no CreateAction (not a Workflow Run Crate)")
+    return {"checked": check_manifest(root), **rebuild(root, Path(out) / "rebuilt")}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m servelab.run.archive", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    check = sub.add_parser("verify", help="check the checksums and rebuild every table and figure")
+    check.add_argument("archive", type=Path)
+    check.add_argument("--rebuild", type=Path, required=True, help="where to unpack and rebuild")
+    args = parser.parse_args(argv)
+    try:
+        summary = verify(args.archive, args.rebuild)
+    except ArchiveError as err:
+        print(f"servelab archive: FAILED: {err}", file=sys.stderr)
+        return 1
+    print(f"servelab archive: {summary['checked']} files match their checksums; {summary['tables']} tables "
+          f"({summary['rows']} rows) rebuilt from the raw JSON equal the archived ones; "
+          f"{summary['figures']} figures redrawn in {args.rebuild / 'rebuilt'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

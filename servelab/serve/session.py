@@ -1,0 +1,416 @@
+"""One server point: launch its server once, measure the client points it lacks.
+
+    identities -> store lookup -> (nothing missing: no launch)
+    -> free port -> launch (own process group) -> import the bench client while
+    the server starts -> /health with a deadline -> each missing client point
+    -> teardown of the whole process tree in every exit path -> view of all points
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from servelab.engines import commands, lm_eval_client
+from servelab.serve import failure, monitors, server_log, topology
+from servelab.run import provenance
+from servelab.fetch import model_facts
+from servelab.engines.registry import ENGINES
+from servelab.atomic import write_text
+from servelab.config.experiments import EVAL_KNOB, RESTART_KNOB, bench_knobs, gpus_needed, point_id
+from servelab.serve.peak_memory import PeakMemory
+from servelab.serve.server import Server, ServerError, free_port, log_tail, terminate_on_sigterm
+from servelab.serve.store import PointStore, identity_hash
+
+
+@dataclass
+class SessionSpec:
+    experiment: str
+    server_point: str
+    engine: str
+    model_path: str
+    model_identity: str          # hub repo@revision, or the tiny recipe's hash
+    dataset_name: str            # `sharegpt` (a file) or one of the client's built-in generators
+    dataset_path: str | None
+    dataset_identity: str
+    server_knobs: dict
+    client_points: list[dict]
+    store_dir: str
+    startup_timeout_s: float = 1800.0
+    kind: str = "serve"          # serve, or offline (vllm bench throughput/latency, hf static batching)
+    tool: str | None = None
+    env: dict = field(default_factory=dict)
+    config_hash: str = ""
+    workflow_dir: str = "."
+    eval_include_path: str | None = None   # a local lm-eval task directory (servelab.fetch.eval_task)
+    topology: dict | None = None           # P/D roles and router (servelab.serve.topology)
+    monitors: dict = field(default_factory=dict)  # servelab.serve.monitors: metrics, gpu, torch_profile, wrap
+    identity_env: dict = field(default_factory=dict)  # the experiment's and the point's env (not the engine's)
+
+    @property
+    def served_name(self) -> str:
+        return f"servelab-{self.experiment}"
+
+
+def log(msg: str) -> None:
+    print(f"[servelab {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def point_identity(spec: SessionSpec, client: dict, engine_version: str | None, hardware: dict) -> dict:
+    """Everything that decides a measurement's value, and nothing incidental (ports, paths)."""
+    return {
+        "engine": spec.engine,
+        "engine_version": engine_version,
+        "model": spec.model_identity,
+        "dataset": spec.dataset_identity,
+        **({"kind": f"offline:{spec.tool}"} if spec.kind == "offline" else {}),
+        **({"topology": spec.topology} if spec.topology else {}),
+        **({"monitors": spec.monitors} if spec.monitors else {}),
+        **({"env": spec.identity_env} if spec.identity_env else {}),
+        "server": spec.server_knobs,
+        "client": client,
+        "hardware": hardware,
+    }
+
+
+# Snakemake sets these to the job's thread count; vLLM's CPU backend binds its own
+# OpenMP threads per core, and an inherited OMP_NUM_THREADS oversubscribes that
+# core (measured: ITL p50 2.6 ms without, 134 ms with OMP_NUM_THREADS=2 on 2 cores).
+THREAD_COUNT_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+                     "GOTO_NUM_THREADS", "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS")
+
+
+def server_env(spec: SessionSpec, tmpdir: str) -> dict:
+    env = {k: v for k, v in os.environ.items() if k not in THREAD_COUNT_VARS}
+    env.update({k: str(v) for k, v in spec.env.items()})
+    env["TMPDIR"] = tmpdir
+    # the server runs `python -m servelab.engines.vllm_cli`: make the package importable
+    root = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+    return env
+
+
+def new_session_dir(spec: SessionSpec) -> tuple[str, Path]:
+    """Where a session keeps its logs and commands, beside the points it measures."""
+    name = f"{spec.server_point}-{time.strftime('%Y%m%dT%H%M%S')}"
+    path = Path(spec.store_dir) / "sessions" / name
+    path.mkdir(parents=True, exist_ok=True)
+    return name, path
+
+
+class Fleet:
+    """The processes of one server point, front (what the client talks to) last:
+    started in order, healthy in order, all torn down on exit."""
+
+    def __init__(self, servers: list[Server], facts_from: Server):
+        self.servers = servers
+        self.front = servers[-1]
+        self.facts_from = facts_from
+        self.stack = contextlib.ExitStack()
+
+    def __enter__(self) -> "Fleet":
+        with self.stack:
+            for server in self.servers:
+                self.stack.enter_context(server)
+            self.stack = self.stack.pop_all()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stack.close()
+
+    def wait_healthy(self, timeout_s: float, progress) -> float:
+        for server in self.servers:
+            server.wait_healthy(timeout_s, progress)
+        return time.monotonic() - self.servers[0].started_at
+
+    def check_alive(self, during: str) -> None:
+        for server in self.servers:
+            server.check_alive(during if len(self.servers) == 1 else f"({server.log.stem}) {during}")
+
+
+def launch_plan(spec: SessionSpec, session_dir: Path, env: dict) -> tuple[Fleet, str]:
+    """The processes of the server point and the command lines to record."""
+    engine = ENGINES[spec.engine]
+    knobs = {**spec.server_knobs, **monitors.profiler_knobs(spec.monitors, session_dir)}
+    wrap = spec.monitors.get("wrap")
+    if not spec.topology:
+        port = free_port()
+        cmd = monitors.wrap_command(engine.serve_command(spec.model_path, port, knobs, spec.served_name),
+                                    wrap, session_dir)
+        server = Server(cmd, port, session_dir / "server.log", env=env)
+        return Fleet([server], server), commands.shell_line(cmd)
+    rs = topology.roles(knobs, spec.topology)
+    topology.assign_ports(spec.engine, rs, free_port)
+    devices = topology.split_devices(env.get("CUDA_VISIBLE_DEVICES"), [gpus_needed(r.knobs) for r in rs])
+    servers, lines = [], []
+    for role, visible in zip(rs, devices):
+        cmd = monitors.wrap_command(engine.serve_command(spec.model_path, role.port, role.knobs, spec.served_name),
+                                    wrap, session_dir)
+        role_env = {**env, **role.env, **({"CUDA_VISIBLE_DEVICES": visible} if visible else {})}
+        servers.append(Server(cmd, role.port, session_dir / f"{role.name}.log", env=role_env))
+        lines.append(f"# {role.name}\n{commands.shell_line(cmd)}")
+    front_port = free_port()
+    router = topology.router_command(spec.engine, rs, front_port, spec.topology.get("router", {}).get("args", {}))
+    servers.append(Server(router, front_port, session_dir / "router.log", env=env))
+    lines.append(f"# router\n{commands.shell_line(router)}")
+    return Fleet(servers, facts_from=servers[1]), "\n".join(lines)
+
+
+@dataclass
+class Launch:
+    """What the points of one session share: the spec, the store, the machine, the
+    session's directory and, once started, the fleet and its start-up facts."""
+    spec: SessionSpec
+    store: PointStore
+    hardware: dict
+    session_name: str
+    session_dir: Path
+    tmpdir: str
+    env: dict
+    client: object = None
+    fleet: Fleet | None = None
+    serve_cmd: str = ""
+    startup_s: float | None = None
+    facts: dict = field(default_factory=dict)
+
+    @property
+    def engine(self):
+        return ENGINES[self.spec.engine]
+
+    def point_name(self, knobs: dict) -> str:
+        return "lm_eval" if EVAL_KNOB in knobs else point_id(knobs_swept(knobs, self.spec))
+
+    def record(self, key: str, identity: dict, knobs: dict, client_command: str, wall_s: float | None,
+               extra: dict | None = None) -> dict:
+        return {**point_record(self.spec, key, identity, knobs, self.session_name, self.hardware,
+                               self.engine.distributions, self.serve_cmd, client_command, self.startup_s,
+                               wall_s, self.facts), **(extra or {})}
+
+    def save_failure(self, point: tuple[str, dict, dict], failure: PointFailed) -> None:
+        key, knobs, identity = point
+        self.store.save(key, self.record(key, identity, knobs, "", None, {"failure": failure.as_record()}), {})
+        log(f"{self.point_name(knobs)}: FAILED ({failure.stage}) {failure.reason}")
+
+
+def measure(launch: Launch, missing: list[tuple[str, dict, dict]]) -> None:
+    """Launch the server point and measure `missing` [(key, client knobs, identity)];
+    points with `restart: k` are measured after the k-th restart (a fresh fleet, same
+    session directory: what the server left on disk survives, its memory does not).
+    A server that refuses its configuration, or exits with an error, fails the points
+    it was to measure (kept as data); one killed by a signal fails the job."""
+    spec = launch.spec
+    passes = sorted({knobs.get(RESTART_KNOB, 0) for _, knobs, _ in missing})
+    for restart in passes:
+        group = [m for m in missing if m[1].get(RESTART_KNOB, 0) == restart]
+        launch_dir = launch.session_dir if restart == 0 else launch.session_dir / f"restart{restart}"
+        launch_dir.mkdir(exist_ok=True)
+        fleet, launch.serve_cmd = launch_plan(spec, launch_dir, launch.env)
+        write_text(launch_dir / "command.txt", launch.serve_cmd + "\n")
+        launch.fleet, launch.startup_s, launch.facts = fleet, None, {}
+        done: list[str] = []
+        try:
+            with fleet:
+                log(f"{spec.experiment}/{spec.server_point}: {len(fleet.servers)} process(es) starting"
+                    f"{f' (restart {restart})' if restart else ''}, client port {fleet.front.port} "
+                    f"(logs in {launch_dir})")
+                launch.client = launch.client or launch.engine.client()  # imported while the server loads
+                launch.startup_s = fleet.wait_healthy(spec.startup_timeout_s, progress=log)
+                log(f"server healthy after {launch.startup_s:.1f}s; measuring {len(group)} point(s)")
+                launch.facts = server_log.read_facts(fleet.facts_from.log,
+                                                     server_log.scrape_metrics(fleet.facts_from.base_url))
+                with sidecars(spec, fleet, launch_dir):
+                    measure_points(launch, group, done)
+        except ServerError as exc:
+            if not failure.is_deterministic(exc.exit_code):
+                raise
+            stage = "server start-up" if launch.startup_s is None else "server exited under load"
+            reason = failure.log_reason(exc.log, f"server exited with code {exc.exit_code}")
+            died = failure.PointFailed(stage, reason, exc.log, exc.exit_code)
+            for point in group:
+                if point[0] not in done:
+                    launch.save_failure(point, died)
+
+
+def sidecars(spec: SessionSpec, fleet: Fleet, out_dir: Path) -> contextlib.ExitStack:
+    stack = contextlib.ExitStack()
+    if "metrics" in spec.monitors:
+        stack.enter_context(monitors.MetricsScraper(fleet.facts_from.base_url + "/metrics",
+                                                    out_dir / "metrics.csv",
+                                                    spec.monitors["metrics"].get("interval_s", 1.0)))
+    if "gpu" in spec.monitors:
+        stack.enter_context(monitors.GpuMonitor(out_dir / "gpu.csv", spec.monitors["gpu"].get("interval_ms", 500)))
+    return stack
+
+
+def measure_points(launch: Launch, missing: list[tuple[str, dict, dict]], done: list[str]) -> None:
+    """Each missing client point against the running fleet, saved as it completes
+    (its key then appended to `done`); a client's own error fails that point only."""
+    for n, (key, knobs, identity) in enumerate(missing, 1):
+        name = launch.point_name(knobs)
+        raw_dir = Path(launch.tmpdir) / key
+        raw_dir.mkdir()
+        measure_point = run_eval if EVAL_KNOB in knobs else run_bench
+        started = time.monotonic()
+        pgids = [server.proc.pid for server in launch.fleet.servers]
+        try:
+            with PeakMemory(pgids, launch.env) as memory:
+                argv, result = measure_point(launch, knobs, raw_dir)
+        except failure.PointFailed as failed:
+            launch.save_failure((key, knobs, identity), failed)
+            done.append(key)
+            continue
+        launch.fleet.check_alive(f"during client point {name}")
+        wall_s = time.monotonic() - started
+        record = launch.record(key, identity, knobs, commands.shell_line(argv), wall_s, memory.result())
+        (raw_dir / "result.json").write_text(json.dumps(result))
+        launch.store.save(key, record, {"bench.json": raw_dir / "result.json"})
+        done.append(key)
+        log(f"[{n}/{len(missing)}] {name}: measured in {wall_s:.1f}s")
+
+
+def run_bench(launch: Launch, knobs: dict, raw_dir: Path):
+    """One load point with the engine's benchmark client; its saved result in one
+    layout whatever the engine."""
+    spec, engine = launch.spec, launch.engine
+    # the torch profiler is started and stopped by the client around its run
+    client_knobs = {**bench_knobs(knobs), **({"profile": True} if "torch_profile" in spec.monitors else {})}
+    argv = engine.client_args(spec.model_path, spec.served_name, launch.fleet.front.port, spec.dataset_name,
+                              spec.dataset_path, client_knobs, raw_dir)
+    bench_log = launch.session_dir / "bench.log"
+    try:
+        launch.client.run(argv, bench_log)
+    except Exception as exc:
+        launch.fleet.check_alive(f"during client point {launch.point_name(knobs)}")
+        # the server is up: the client's own error (kept), e.g. a request the server rejects
+        raise failure.PointFailed("benchmark client", f"{type(exc).__name__}: {exc}", bench_log) from exc
+    return argv, engine.read_result(raw_dir)
+
+
+def run_eval(launch: Launch, knobs: dict, raw_dir: Path):
+    """lm-eval's tasks against the running server (week 12 accuracy)."""
+    spec = launch.spec
+    cmd = lm_eval_client.command(knobs[EVAL_KNOB], spec.served_name, launch.fleet.front.port, spec.model_path,
+                                 str(raw_dir), spec.eval_include_path)
+    log_path = launch.session_dir / "lm_eval.log"
+    log(f"lm-eval {','.join(knobs[EVAL_KNOB]['tasks'])} against the server (log {log_path})")
+    with open(log_path, "a") as out:
+        out.write(f"$ {commands.shell_line(cmd)}\n")
+        out.flush()
+        code = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, env=server_env(spec, launch.tmpdir),
+                              cwd=raw_dir).returncode
+    if code != 0:
+        launch.fleet.check_alive("during lm-eval")
+        if not failure.is_deterministic(code):
+            raise RuntimeError(f"lm-eval killed (exit code {code}); log: {log_path}\n{log_tail(log_path)}")
+        raise failure.PointFailed("lm-eval", failure.log_reason(log_path, f"lm-eval exited with code {code}"),
+                                  log_path, code)
+    return cmd, lm_eval_client.newest_results(raw_dir)
+
+
+def point_record(spec: SessionSpec, key: str, identity: dict, knobs: dict, session_name: str,
+                 hardware: dict, distributions: tuple, command: str, client_command: str,
+                 startup_s: float | None, wall_s: float | None, facts: dict) -> dict:
+    return {
+        "key": key,
+        "identity": identity,
+        "experiment": spec.experiment,
+        "server_point": spec.server_point,
+        "client_knobs": knobs,
+        "session": session_name,
+        "server_startup_s": startup_s,
+        "client_wall_s": wall_s,
+        "server_facts": facts,   # KV cache size, weight memory (servelab.serve.server_log)
+        "model_size": model_facts.model_size(spec.model_path),
+        "provenance": {
+            "serve_command": command,
+            "bench_args": client_command,
+            "python": sys.version.split()[0],
+            "packages": {p: provenance.package_version(p) for p in (*distributions, "torch", "transformers")},
+            "hardware": hardware,
+            "job_env": provenance.job_environment(),
+            "config_hash": spec.config_hash,
+            "git_commit": provenance.git_commit(spec.workflow_dir),
+        },
+    }
+
+
+def measure_offline(launch: Launch, missing: list[tuple[str, dict, dict]]) -> None:
+    """An offline benchmark per missing point (`vllm bench throughput|latency`,
+    servelab.engines.hf_static): the engine lives in the benchmark's process, run in its
+    own process group and torn down like a server. One that exits with an error
+    fails its point (kept); one killed by a signal fails the job."""
+    spec, engine, session_dir = launch.spec, launch.engine, launch.session_dir
+    for n, (key, knobs, identity) in enumerate(missing, 1):
+        name = launch.point_name(knobs)
+        raw = Path(launch.tmpdir) / f"{key}.json"
+        engine_knobs = {**spec.server_knobs, **monitors.profiler_knobs(spec.monitors, session_dir)}
+        client_knobs = {**bench_knobs(knobs), **({"profile": True} if "torch_profile" in spec.monitors else {})}
+        cmd = monitors.wrap_command(engine.offline_command(spec.tool, spec.model_path, engine_knobs,
+                                                           client_knobs, spec.dataset_name,
+                                                           spec.dataset_path, str(raw)),
+                                    spec.monitors.get("wrap"), session_dir)
+        launch.serve_cmd = commands.shell_line(cmd)
+        started = time.monotonic()
+        bench = Server(cmd, 0, session_dir / f"{spec.tool}-{name}.log", env=launch.env)
+        gpu = (monitors.GpuMonitor(session_dir / f"gpu-{name}.csv", spec.monitors["gpu"].get("interval_ms", 500))
+               if "gpu" in spec.monitors else contextlib.nullcontext())
+        with bench, gpu, PeakMemory([bench.proc.pid], launch.env) as memory:
+            log(f"[{n}/{len(missing)}] {name}: {spec.engine} {spec.tool} (log {bench.log})")
+            code = bench.proc.wait()
+        launch.facts = server_log.read_facts(bench.log)
+        if code != 0 or not raw.exists():
+            message = f"{spec.engine} {spec.tool} exited with code {code} at point {name}; log: {bench.log}"
+            if not failure.is_deterministic(code):
+                raise RuntimeError(f"{message}\n{log_tail(bench.log)}")
+            launch.save_failure((key, knobs, identity), failure.PointFailed(
+                f"{spec.tool} benchmark", failure.log_reason(bench.log, message), bench.log, code))
+            continue
+        wall_s = time.monotonic() - started
+        record = launch.record(key, identity, knobs, "", wall_s, memory.result())
+        launch.store.save(key, record, {"bench.json": raw})
+        log(f"[{n}/{len(missing)}] {name}: measured in {wall_s:.1f}s")
+
+
+def knobs_swept(knobs: dict, spec: SessionSpec) -> dict:
+    """The client knobs that differ between this session's points (for names)."""
+    varying = {k for p in spec.client_points for k in p if any(p.get(k) != q.get(k) for q in spec.client_points)}
+    return {k: v for k, v in knobs.items() if k in varying}
+
+
+def run(spec: SessionSpec, view_path: str | Path, retry_failed: bool = False) -> list[dict]:
+    """Measure what the store lacks (and, with `retry_failed`, what failed before),
+    then write the view of all this session's points."""
+    terminate_on_sigterm()
+    store = PointStore(spec.store_dir)
+    hardware = provenance.hardware()
+    engine_version = provenance.package_version(*ENGINES[spec.engine].distributions)
+    points = []
+    for knobs in spec.client_points:
+        identity = point_identity(spec, knobs, engine_version, hardware)
+        points.append((identity_hash(identity), knobs, identity))
+    missing = [p for p in points if not store.has(p[0]) or (retry_failed and store.load(p[0]).get("failure"))]
+    if any(knobs.get(RESTART_KNOB) for _, knobs, _ in missing):
+        # a warm point means only after the cold ones in the same session: measure the sequence whole
+        missing = points
+    log(f"{spec.experiment}/{spec.server_point}: {len(points)} client point(s), "
+        f"{len(points) - len(missing)} already measured, {len(missing)} to measure")
+    if missing:
+        session_name, session_dir = new_session_dir(spec)
+        with tempfile.TemporaryDirectory(prefix="servelab-") as tmpdir:
+            # `{session_dir}` in an env value: a per-session path (e.g. LMCache's disk tier)
+            env = {k: v.replace("{session_dir}", str(session_dir.resolve()))
+                   for k, v in server_env(spec, tmpdir).items()}
+            launch = Launch(spec, store, hardware, session_name, session_dir, tmpdir, env)
+            (measure_offline if spec.kind == "offline" else measure)(launch, missing)
+    view = [store.load(key) for key, _, _ in points]
+    write_text(view_path, json.dumps(view, indent=2, sort_keys=True, default=str))
+    if text := failure.summary([r for r in view if r.get("failure")]):
+        log(text)
+    return view

@@ -1,0 +1,112 @@
+import math
+
+import matplotlib.image as mpimg
+import pandas as pd
+import pytest
+
+from servelab.analysis import plots
+
+SPEC = {"x": "request_rate", "y": ["ttft_p50_ms", "ttft_p99_ms"], "xlabel": "Request rate (req/s)",
+        "ylabel": "TTFT (ms)", "title": "TTFT"}
+
+
+def table(valid=(True, True, True)):
+    return pd.DataFrame({
+        "request_rate": [1.0, 4.0, math.inf],
+        "ttft_p50_ms": [20.0, 25.0, 200.0],
+        "ttft_p99_ms": [40.0, 60.0, 250.0],
+        "valid": list(valid),
+    })
+
+
+def test_draws_a_png_with_inf_as_the_last_category(tmp_path):
+    out = plots.draw(table(), SPEC, tmp_path / "ttft.png")
+    image = mpimg.imread(out)
+    assert image.shape[0] > 200 and image.shape[1] > 300
+    assert plots.categorical_x(table()["request_rate"]) == ["1", "4", "inf"]
+    assert plots.categorical_x(pd.Series([2.0, 1.0])) is None
+
+
+def test_invalid_points_are_marked(tmp_path, monkeypatch):
+    seen = {}
+    original = plots.plt.Axes.scatter
+
+    def spy(self, *args, **kwargs):
+        seen["label"] = kwargs.get("label")
+        seen["n"] = len(list(args[0]))
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(plots.plt.Axes, "scatter", spy)
+    plots.draw(table(valid=(True, False, True)), SPEC, tmp_path / "f.png")
+    assert seen == {"label": "failed a validity check", "n": 2}  # one row, two statistics
+
+
+def test_unknown_column_is_named(tmp_path):
+    with pytest.raises(KeyError, match="ttft_p42_ms"):
+        plots.draw(table(), dict(SPEC, y="ttft_p42_ms"), tmp_path / "f.png")
+    assert not (tmp_path / "f.png").exists()
+
+
+def test_empty_table_is_an_error_not_an_empty_figure(tmp_path):
+    with pytest.raises(ValueError, match="no rows"):
+        plots.draw(table().iloc[0:0], SPEC, tmp_path / "f.png")
+
+
+def test_scatter_sizes_markers_by_a_column(tmp_path, monkeypatch):
+    seen = {}
+    original = plots.sns.relplot
+
+    def spy(**kwargs):
+        seen.update(kind=kwargs["kind"], size=kwargs["size"], sizes=kwargs.get("sizes"))
+        return original(**kwargs)
+
+    monkeypatch.setattr(plots.sns, "relplot", spy)
+    df = pd.DataFrame({"output_throughput_tps": [900.0, 1400.0, 2100.0], "gsm8k_em": [0.82, 0.80, 0.74],
+                       "weights_gib": [15.0, 8.5, 5.4], "server_point": ["fp16", "fp8", "awq"]})
+    spec = {"x": "output_throughput_tps", "y": "gsm8k_em", "size": "weights_gib", "hue": "server_point",
+            "kind": "scatter", "xlabel": "Output throughput (tokens/s)", "ylabel": "GSM8K exact match"}
+    plots.draw(df, spec, tmp_path / "pareto.png")
+    assert seen == {"kind": "scatter", "size": "weights_gib", "sizes": (40, 400)}
+    assert mpimg.imread(tmp_path / "pareto.png").shape[0] > 200
+    with pytest.raises(KeyError, match="weights_gb"):
+        plots.draw(df, dict(spec, size="weights_gb"), tmp_path / "bad.png")
+
+
+def test_footer_names_the_hardware_and_says_what_cpu_numbers_show(tmp_path, monkeypatch):
+    cpu = table().assign(device="cpu", hardware="AMD EPYC", cpu_features="avx2")
+    footer = plots.hardware_footer(cpu)
+    assert footer.startswith("measured on AMD EPYC [avx2]") and "not which engine or setting wins" in footer
+    gpu = table().assign(device="gpu", hardware="NVIDIA H100 80GB HBM3", cpu_features="avx2 avx512f")
+    assert "not which" not in plots.hardware_footer(gpu) and "H100" in plots.hardware_footer(gpu)
+    assert plots.hardware_footer(table()) == ""
+    texts = []
+    original = plots.plt.Figure.text
+    monkeypatch.setattr(plots.plt.Figure, "text",
+                        lambda self, *a, **k: texts.append(a[2]) or original(self, *a, **k))
+    plots.draw(cpu, SPEC, tmp_path / "f.png")
+    assert footer in texts  # (suptitle is drawn through Figure.text too)
+
+
+def test_points_that_were_never_measured_are_drawn_with_their_reason(tmp_path, monkeypatch):
+    seen = []
+    original = plots.plt.Axes.scatter
+
+    def spy(self, *args, **kwargs):
+        if args:  # servelab's own markers (seaborn passes x= and y= by keyword)
+            seen.append((kwargs.get("label"), len(list(args[0]))))
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(plots.plt.Axes, "scatter", spy)
+    df = pd.DataFrame({"server_point": ["baseline", "fp8kv", "suffix8"],
+                       "output_throughput_tps": [280.0, float("nan"), float("nan")],
+                       "valid": [True, False, False],
+                       "invalid_reason": ["", "server start-up: NotImplementedError: FP8 KV cache",
+                                          "server start-up: ImportError: Arctic Inference"]})
+    spec = {"x": "server_point", "y": "output_throughput_tps", "kind": "scatter",
+            "xlabel": "Server configuration", "ylabel": "Output throughput (tokens/s)"}
+    plots.draw(df, spec, tmp_path / "study.png")
+    label, n = seen[-1]
+    assert n == 2 and "fp8kv: server start-up: NotImplementedError" in label and "suffix8: " in label
+    # every point failed, so the table has no measurement column at all: still a figure
+    only_failed = df.iloc[1:].drop(columns=["output_throughput_tps"])
+    assert mpimg.imread(plots.draw(only_failed, spec, tmp_path / "none.png")).shape[0] > 200

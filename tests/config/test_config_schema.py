@@ -1,0 +1,125 @@
+"""A bad key or value stops the run before any job, and the message names it."""
+import copy
+
+import pytest
+import yaml
+from snakemake.exceptions import WorkflowError
+from snakemake.utils import validate
+
+from conftest import REPO, make_workdir, snakemake
+from servelab.config.checks import ConfigError, check
+
+SCHEMA = str(REPO / "config/schema.yaml")
+
+
+def validated(config):
+    config = copy.deepcopy(config)
+    validate(config, SCHEMA)
+    check(config)
+    return config
+
+
+def test_shipped_configs_are_valid(course_config, local_config):
+    validated(course_config)
+    validated(local_config)
+
+
+def test_schema_fills_defaults(local_config):
+    del local_config["paths"]
+    local_config["experiments"]["week01"].pop("figures")
+    config = validated(local_config)
+    assert config["paths"]["models"] == "resources/models"
+    assert config["experiments"]["week01"]["figures"] == {}
+
+
+@pytest.mark.parametrize("mutate, named", [
+    (lambda c: c["experiments"]["week01"].update(rate=[1]), "'rate' was unexpected"),
+    (lambda c: c["experiments"]["week01"]["client"]["grid"].update(request_rate=[1, -2]), "-2"),
+    (lambda c: c["experiments"]["week01"]["client"]["grid"].update(request_rate=["fast"]), "'fast'"),
+    (lambda c: c["experiments"]["week01"]["client"]["args"].update(num_prompts=0), "0"),
+    (lambda c: c["experiments"]["week01"]["server"]["args"].update({"Max-Num-Seqs": 4}), "Max-Num-Seqs"),
+    (lambda c: c["models"]["tiny_llama"]["tiny"].update(vocab_size=5000), "5000"),
+    (lambda c: c["models"]["llama31_8b"].update(revision="main"), "'main'"),
+    (lambda c: c["experiments"]["week01"].update(engine="tgi"), "'tgi'"),
+    (lambda c: c["experiments"]["study_tuning_cpu"]["server"]["configs"].update({"fp8-kv": {}}), "fp8-kv"),
+    (lambda c: c["experiments"]["workload_matrix_cpu"]["client"]["workloads"]["short_short"].update(
+        rate=[1]), "'rate' was unexpected"),
+    (lambda c: c.update(retry_failed="sometimes"), "'sometimes'"),
+    # a configuration's name is a name (never a grid point's `knob=value`): they cannot collide
+    (lambda c: c["experiments"]["week04"]["server"].update(configs={"max_num_seqs=8": {}}), "'max_num_seqs=8'"),
+])
+def test_schema_rejects_bad_values_by_name(local_config, mutate, named):
+    mutate(local_config)
+    with pytest.raises(WorkflowError) as err:
+        validated(local_config)
+    assert named in str(err.value)
+
+
+@pytest.mark.parametrize("mutate, named", [
+    (lambda c: c["experiments"]["week01"].update(model="llama99"), "experiments.week01.model: 'llama99'"),
+    (lambda c: c["experiments"]["week01"].update(dataset="nope"), "experiments.week01.dataset: 'nope'"),
+    (lambda c: c.update(run=["week99"]), "run: unknown experiment 'week99'"),
+    (lambda c: c["experiments"]["week01"]["figures"]["ttft_vs_rate"].update(y="ttft_p42_ms"),
+     "experiments.week01.figures.ttft_vs_rate.y: unknown column 'ttft_p42_ms'"),
+    (lambda c: c["experiments"]["week01"]["client"]["args"].update(request_rate=4),
+     "experiments.week01.client: knob(s) ['request_rate'] are both fixed in args and swept in grid"),
+    # vllm bench throughput silently ignores --input-len on the random dataset (measured)
+    (lambda c: c["experiments"]["week07"]["client"]["args"].update(input_len=64),
+     "experiments.week07.client.input_len: vllm bench throughput ignores it on the random dataset"),
+    (lambda c: c["experiments"]["week07"]["figures"]["static_vs_continuous"].update(also_from=["week77"]),
+     "experiments.week07.figures.static_vs_continuous.also_from: unknown experiment 'week77'"),
+    (lambda c: c["experiments"]["week07_static"].update(tool="throughput"),
+     "experiments.week07_static: kind offline with engine transformers needs tool one of ['static_batch']"),
+    (lambda c: c["experiments"]["week03"].update(eval={"tasks": ["gsm8k"]}),
+     "experiments.week03.eval: lm-eval runs against a server; kind offline has none"),
+    (lambda c: c["experiments"]["week12"]["eval"].update(tasks=["gsm8k"]),
+     "experiments.week12.eval.generated_task: 'gsm8k_arith' is not among eval.tasks"),
+    (lambda c: c["experiments"]["week12"]["figures"]["pareto"].update(size="weights_gb"),
+     "experiments.week12.figures.pareto.size: unknown column 'weights_gb'"),
+])
+def test_cross_references_are_checked_by_name(local_config, mutate, named):
+    mutate(local_config)
+    with pytest.raises(ConfigError) as err:
+        validated(local_config)
+    assert named in str(err.value)
+
+
+def test_snakemake_stops_before_any_job_on_a_bad_key(tmp_path):
+    work = make_workdir(tmp_path / "wf")
+    (work / "bad.yaml").write_text(yaml.safe_dump(
+        {"experiments": {"week01": {"client": {"args": {"num_prompts": 10}}, "typo_knob": 1}}}))
+    proc = snakemake(work, "--profile", "profiles/local", "--configfile", "config/config.yaml",
+                     "config/local.yaml", "bad.yaml", "-n", check=False)
+    assert proc.returncode != 0
+    assert "'typo_knob' was unexpected" in proc.stderr + proc.stdout
+    assert not (work / "results").exists() and not (work / "resources/models").exists()
+
+
+def test_an_overlay_switches_a_section_off_with_null(course_config):
+    from servelab.config import checks as servelab_config
+
+    week12 = course_config["experiments"]["week12"]
+    week12["eval"] = None
+    with pytest.raises(ConfigError, match="week12.figures.pareto.y: unknown column"):
+        check(servelab_config.drop_nulled_sections(copy.deepcopy(course_config)))
+    week12["figures"]["pareto"] = None   # the accuracy figure goes with the accuracy
+    servelab_config.drop_nulled_sections(course_config)
+    assert "eval" not in week12 and list(week12["figures"]) == ["throughput_by_precision"]
+    servelab_config.check(course_config)
+
+
+def test_retry_failed_from_the_command_line_is_a_boolean(local_config):
+    from servelab.config.checks import drop_nulled_sections
+
+    for given, wanted in (("true", True), ("True", True), (True, True), ("false", False)):
+        assert validated(drop_nulled_sections(dict(local_config, retry_failed=given)))["retry_failed"] is wanted
+
+
+def test_a_yaml_syntax_error_is_named_with_file_and_line(tmp_path, capsys):
+    from servelab.config.validate import main
+
+    bad = tmp_path / "my-study.yaml"
+    bad.write_text("experiments:\n  week01:\n    client: {args: {num_prompts: 3}\n")
+    assert main([str(REPO / "config/config.yaml"), str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert f"{bad} is not valid YAML" in err and "line 3" in err

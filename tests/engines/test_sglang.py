@@ -1,0 +1,64 @@
+"""SGLang experiments: commands checked by SGLang's own parsers (it serves on GPUs only)."""
+import pytest
+
+from servelab.engines.registry import SGLang, sglang_to_vllm_keys
+from servelab.config.experiments import engine_flags, server_points
+
+
+@pytest.fixture(scope="module")
+def parsers():
+    from servelab.config.validate import SGLangParsers
+
+    return SGLangParsers()
+
+
+def test_course_sglang_commands_parse(course_config):
+    from servelab.config.validate import check_config
+
+    assert check_config(course_config, engines=["sglang"]) == []
+
+
+def test_server_command_maps_knobs_to_sglang_flags(course_config, parsers):
+    engine = SGLang()
+    points = server_points(course_config["experiments"]["week06"])
+    off = parsers.serve(parsers.server_argv(engine.serve_command("M", 30000, points["disable_radix_cache=true"], "s")))
+    on = parsers.serve(parsers.server_argv(engine.serve_command("M", 30000, points["disable_radix_cache=false"], "s")))
+    assert off.disable_radix_cache is True and on.disable_radix_cache is False
+    # router_* knobs: sglang_router.launch_server, DP workers behind the router, one command
+    dp = server_points(course_config["experiments"]["week09_dp"])["router_policy=cache_aware"]
+    cmd = engine.serve_command("M", 1, engine_flags(dp), "s")
+    assert cmd[1:3] == ["-m", "sglang_router.launch_server"]
+    args = parsers.serve(parsers.server_argv(cmd))
+    assert args.dp_size == 2 and args.router_policy == "cache_aware"
+    assert engine.serve_command("M", 1, {"dp_size": 2}, "s")[2] == "sglang.launch_server"
+
+
+def test_stale_seed_flag_is_rejected_by_name(parsers):
+    from servelab.config.validate import parse_or_message
+
+    cmd = SGLang().serve_command("M", 30000, {}, "s") + ["--disaggregation-mode", "[prefill]"]
+    msg = parse_or_message(parsers.serve, parsers.server_argv(cmd))
+    assert msg and "--disaggregation-mode" in msg and "[prefill]" in msg
+    assert parse_or_message(parsers.serve, parsers.server_argv(
+        SGLang().serve_command("M", 30000, {"disaggregation_mode": "prefill"}, "s"))) is None
+
+
+def test_client_options_are_sglangs_own(parsers, tmp_path):
+    from servelab.config.validate import parse_or_message
+
+    argv = SGLang().client_args("M", "s", 30000, "generated-shared-prefix", None,
+                                {"num_prompts": 300, "request_rate": 8, "seed": 0}, tmp_path)
+    assert parse_or_message(parsers.client, argv) is None
+    assert {"--gsp-num-groups", "--output-file", "--request-rate"} <= parsers.client_options
+    msg = parse_or_message(parsers.client, argv + ["--request-rate-typo", "3"])
+    assert "--request-rate-typo" in msg
+
+
+def test_sglang_result_keys_map_to_the_table_columns():
+    line = {"num_prompts": 10, "completed": 9, "duration": 2.0, "median_ttft_ms": 12.0, "p99_ttft_ms": 30.0,
+            "median_itl_ms": 3.0, "median_tpot_ms": 3.5, "mean_e2e_latency_ms": 100.0,
+            "median_e2e_latency_ms": 90.0, "p99_e2e_latency_ms": 200.0, "total_throughput": 50.0}
+    out = sglang_to_vllm_keys(line)
+    assert out["p50_ttft_ms"] == 12.0 and out["p99_ttft_ms"] == 30.0 and out["p50_tpot_ms"] == 3.5
+    assert out["p50_e2el_ms"] == 90.0 and out["p99_e2el_ms"] == 200.0 and out["mean_e2el_ms"] == 100.0
+    assert out["failed"] == 1 and out["total_token_throughput"] == 50.0

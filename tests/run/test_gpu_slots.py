@@ -1,0 +1,68 @@
+"""Disjoint GPUs on one machine: real flocks on lock files (no GPU is needed to
+prove which device each job gets; the devices here are names in a pool)."""
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from servelab.run.gpu_slots import GpuClaim, assigned_gpus, machine_gpus, scheduler_assigned
+
+
+def test_concurrent_claims_get_disjoint_gpus_and_a_released_one_is_free_again(tmp_path):
+    pool = ["0", "1", "2"]
+    with GpuClaim(pool, 1, tmp_path) as a, GpuClaim(pool, 2, tmp_path) as b:
+        assert a.devices == ["0"] and b.devices == ["1", "2"]     # a TP=2 point gets two
+        third = GpuClaim(pool, 1, tmp_path)
+        assert not third.try_claim() and third.devices == []      # all held: it would wait
+    with GpuClaim(pool, 3, tmp_path) as c:
+        assert c.devices == pool
+
+
+def test_a_killed_job_frees_its_gpu(tmp_path):
+    code = (f"import sys, time; sys.path.insert(0, {os.getcwd()!r}); from servelab.run.gpu_slots import GpuClaim; "
+            f"c = GpuClaim(['0', '1'], 1, {str(tmp_path)!r}).__enter__(); print(c.devices[0], flush=True); "
+            f"time.sleep(600)")
+    holder = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "0"
+    with GpuClaim(["0", "1"], 1, tmp_path) as other:
+        assert other.devices == ["1"]
+    holder.send_signal(signal.SIGKILL)
+    holder.wait()
+    with GpuClaim(["0", "1"], 2, tmp_path) as both:
+        assert both.devices == ["0", "1"]
+
+
+def test_waiting_for_a_gpu_says_so_and_gets_it_when_freed(tmp_path):
+    messages = []
+    first = GpuClaim(["0"], 1, tmp_path).__enter__()
+    waiter = GpuClaim(["0"], 1, tmp_path, poll_s=0.2, progress=messages.append)
+    import threading
+    threading.Timer(0.5, first.release).start()
+    started = time.monotonic()
+    with waiter:
+        assert waiter.devices == ["0"]
+    assert time.monotonic() - started >= 0.4
+    assert messages and "waiting for 1 free GPU(s) of 0" in messages[0]
+
+
+def test_more_gpus_than_the_machine_has_is_named():
+    with pytest.raises(ValueError, match="needs 4 GPU\\(s\\); this machine has 2 \\(0,1\\)"):
+        GpuClaim(["0", "1"], 4)
+
+
+def test_a_job_exports_its_claim_unless_slurm_chose(tmp_path, monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,5,6")       # the machine's pool
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    assert machine_gpus(dict(os.environ)) == ["3", "5", "6"]
+    with assigned_gpus(2, progress=lambda m: None, lock_dir=tmp_path) as devices:
+        assert devices == ["3", "5"] and os.environ["CUDA_VISIBLE_DEVICES"] == "3,5"
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+    monkeypatch.setenv("SLURM_JOB_ID", "42")
+    assert scheduler_assigned(dict(os.environ))
+    with assigned_gpus(1, lock_dir=tmp_path) as devices:
+        assert devices is None and os.environ["CUDA_VISIBLE_DEVICES"] == "1"
+    with assigned_gpus(0, lock_dir=tmp_path) as devices:   # a CPU job claims nothing
+        assert devices is None

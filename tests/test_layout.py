@@ -1,0 +1,78 @@
+"""The package shows the pipeline: every module sits in a stage's subpackage, imports only
+what its stage's `MAY_IMPORT` allows, and the tests mirror that layout."""
+import ast
+import importlib
+from pathlib import Path
+
+from conftest import REPO
+
+PACKAGE = REPO / "servelab"
+STAGES = sorted(p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists())
+SHARED = {"atomic"}   # root modules every stage may use
+
+
+def servelab_imports(path: Path) -> set[str]:
+    """Dotted servelab modules or packages a file imports, lazily inside functions too."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "servelab":
+            found.update(f"{node.module}.{a.name}" for a in node.names)  # a module or a name in one
+        elif isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name.split(".")[0] == "servelab")
+    return found
+
+
+def base_modules() -> set[str]:
+    """Modules that import nothing from servelab, so that any stage may use them."""
+    return {f"servelab.{stage}.{m}" for stage in STAGES
+            for m in getattr(importlib.import_module(f"servelab.{stage}"), "BASE_MODULES", ())}
+
+
+def test_the_root_holds_only_the_map_and_the_shared_helpers():
+    loose = {p.stem for p in PACKAGE.glob("*.py")} - {"__init__"}
+    assert loose == SHARED
+    assert set(STAGES) == {"config", "fetch", "engines", "serve", "analysis", "run"}
+    for stage in STAGES:
+        package = importlib.import_module(f"servelab.{stage}")
+        assert package.__doc__ and len(package.__doc__.strip().splitlines()) >= 2, stage
+        assert set(package.MAY_IMPORT) <= set(STAGES) - {stage}, stage
+
+
+def test_every_module_imports_only_what_its_stage_may():
+    bases = base_modules()
+    violations = []
+    for path in sorted(PACKAGE.glob("*/*.py")):
+        stage, module = path.parent.name, f"servelab.{path.parent.name}.{path.stem}"
+        allowed = set(importlib.import_module(f"servelab.{stage}").MAY_IMPORT) | {stage}
+        for target in servelab_imports(path):
+            parts = target.split(".")
+            if parts[1] in SHARED or target in bases or any(target.startswith(b + ".") for b in bases):
+                continue
+            if module in bases:
+                violations.append(f"{module} is a base module but imports {target}")
+            elif parts[1] not in allowed:
+                violations.append(f"{module} imports {target}: {stage} may import only {sorted(allowed)}")
+    assert not violations, "\n".join(violations)
+
+
+def test_a_rule_script_imports_from_its_own_stage():
+    # which stage each rule file is (workflow/rules/*.smk) and which scripts it runs
+    rule_stage = {"fetch.smk": {"fetch"}, "serve.smk": {"serve", "config"}, "analysis.smk": {"analysis"}}
+    scripts = {}
+    for smk, stages in rule_stage.items():
+        text = (REPO / "workflow/rules" / smk).read_text()
+        for line in text.splitlines():
+            if "../scripts/" in line:
+                scripts[line.split("../scripts/")[1].split('"')[0]] = stages | {"run"}
+    assert scripts, "no rule scripts found"
+    for script, stages in scripts.items():
+        for target in servelab_imports(REPO / "workflow/scripts" / script):
+            assert target.split(".")[1] in stages | SHARED, f"{script} imports {target}, outside {sorted(stages)}"
+
+
+def test_tests_mirror_the_package():
+    tests = REPO / "tests"
+    for stage in STAGES:
+        assert list((tests / stage).glob("test_*.py")), f"tests/{stage}/ holds no tests"
+    stray = [p.name for p in tests.glob("test_*.py") if p.name != Path(__file__).name]
+    assert not stray, f"tests outside a stage's folder: {stray}"

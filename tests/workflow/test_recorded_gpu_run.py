@@ -1,0 +1,44 @@
+"""The table and figure of a real GPU run, replayed from its recordings
+(tests/data/recorded_gpu/week12_h100: week 12 of the dummy-weights check on an H100,
+vLLM 0.26.0): what vLLM 0.26 saved on a GPU parses into complete rows."""
+from pathlib import Path
+
+import matplotlib.image as mpimg
+import pytest
+
+from servelab.analysis import metrics, plots
+
+RUN = Path(__file__).parents[1] / "data/recorded_gpu/week12_h100"
+
+
+@pytest.fixture(scope="module")
+def table():
+    return metrics.table(sorted((RUN / "sessions").glob("*.json")), RUN / "store").set_index("server_point")
+
+
+def test_every_precision_is_a_complete_valid_row(table):
+    assert sorted(table.index) == ["model=llama31_8b", "model=llama31_8b_awq", "model=llama31_8b_fp8"]
+    assert table["valid"].all() and (table["completed"] == 16).all()
+    assert (table["engine_version"] == "0.26.0").all() and (table["device"] == "gpu").all()
+    assert table["hardware"].str.startswith("NVIDIA H100 80GB HBM3").all()
+    assert table["model"].str.startswith("shape:").all()
+
+
+def test_start_up_facts_of_vllm_026_fill_the_columns(table):
+    # weights from the load line ("Model loading took 5.49 GiB and ..."), KV from /metrics
+    assert table["weights_gib"].to_dict() == {"model=llama31_8b": 15.0, "model=llama31_8b_awq": 5.49,
+                                              "model=llama31_8b_fp8": 8.54}
+    assert (table["kv_cache_blocks"] * 16 == table["kv_cache_tokens"]).all()
+    # smaller weights leave more memory for the KV cache
+    assert (table.loc["model=llama31_8b_awq", "kv_cache_tokens"] > table.loc["model=llama31_8b_fp8", "kv_cache_tokens"]
+            > table.loc["model=llama31_8b", "kv_cache_tokens"])
+    assert (table["max_concurrency_x"] > 100).all()
+
+
+def test_the_precision_figure_draws_from_the_recorded_rows(table, tmp_path):
+    spec = {"x": "server_point", "y": "output_throughput_tps", "xlabel": "Checkpoint",
+            "ylabel": "Output throughput (tokens/s)", "title": "Output throughput by weight precision"}
+    out = plots.draw(table.reset_index(), spec, tmp_path / "throughput_by_precision.png")
+    assert mpimg.imread(out).shape[0] > 200
+    assert plots.hardware_footer(table).startswith("measured on NVIDIA H100 80GB HBM3")
+    assert "not which engine" not in plots.hardware_footer(table)

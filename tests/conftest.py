@@ -1,5 +1,6 @@
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -29,6 +30,13 @@ def course_config():
 @pytest.fixture
 def local_config():
     return load_config("config/local.yaml")
+
+
+def default_sigint() -> None:
+    """preexec_fn for a child that a test will Ctrl-C: started from a background job
+    (nohup, some CI runners) SIGINT is ignored and children inherit that, so Python in
+    the child would install no KeyboardInterrupt handler. Give it the default back."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def make_workdir(dest: Path) -> Path:

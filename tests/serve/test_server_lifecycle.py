@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import default_sigint
 
 from servelab.serve.server import Server, ServerError, free_port, group_alive
 
@@ -74,7 +75,7 @@ DRIVER = textwrap.dedent("""
 def test_ctrl_c_and_sigterm_of_the_session_tear_the_server_down(tmp_path, sig):
     port = free_port()
     driver = subprocess.Popen([sys.executable, "-c", DRIVER, STANDIN, str(port), str(tmp_path / "log")],
-                              stdout=subprocess.PIPE, text=True)
+                              stdout=subprocess.PIPE, text=True, preexec_fn=default_sigint)
     server_pgid = int(driver.stdout.readline())
     assert group_alive(server_pgid)
     driver.send_signal(sig)

@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from conftest import load_config, make_workdir, snakemake
+from conftest import default_sigint, load_config, make_workdir, snakemake
 from servelab.config.experiments import server_points
 
 pytestmark = pytest.mark.e2e
@@ -375,7 +375,7 @@ def test_interrupted_snakemake_then_a_plain_rerun_completes_the_table(workdir, f
         "args": {"num_prompts": 12}, "grid": {"request_rate": ["inf", 3, 5]}}}}})
     # Ctrl-C in a terminal: SIGINT to Snakemake's whole process group (the server has its own)
     run = subprocess.Popen([sys.executable, "-m", "snakemake", *args], cwd=workdir, start_new_session=True,
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, preexec_fn=default_sigint)
     deadline = time.monotonic() + 600
     while len(set(stored_records(workdir)) - before) < 1:
         assert run.poll() is None, run.stdout.read()

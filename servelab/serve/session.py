@@ -2,8 +2,10 @@
 
     identities -> store lookup -> (nothing missing: no launch)
     -> free port -> launch (own process group) -> import the bench client while
-    the server starts -> /health with a deadline -> each missing client point
-    -> teardown of the whole process tree in every exit path -> view of all points
+    the server starts -> /health with a deadline -> warm-up at the shapes it will
+    measure -> each missing client point (prefix cache reset before it, the engine's
+    counters and outside load around it), every repeat -> the first point again
+    (drift) -> teardown of the whole process tree in every exit path -> view of all points
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from servelab.engines import commands, lm_eval_client
-from servelab.serve import failure, monitors, server_log, topology
+from servelab.serve import conditions, failure, monitors, server_log, topology
 from servelab.run import provenance
 from servelab.fetch import model_facts
 from servelab.engines.registry import ENGINES
@@ -28,6 +30,9 @@ from servelab.config.experiments import EVAL_KNOB, RESTART_KNOB, bench_knobs, gp
 from servelab.serve.peak_memory import PeakMemory
 from servelab.serve.server import Server, ServerError, free_port, log_tail, terminate_on_sigterm
 from servelab.serve.store import PointStore, identity_hash
+
+
+MEASUREMENT_DEFAULTS = {"repeats": 1, "warmup_prompts": 8, "reset_prefix_cache": True, "drift_check": True}
 
 
 @dataclass
@@ -53,6 +58,20 @@ class SessionSpec:
     topology: dict | None = None           # P/D roles and router (servelab.serve.topology)
     monitors: dict = field(default_factory=dict)  # servelab.serve.monitors: metrics, gpu, torch_profile, wrap
     identity_env: dict = field(default_factory=dict)  # the experiment's and the point's env (not the engine's)
+    # how each point is measured: repeats, warmup_prompts, reset_prefix_cache, drift_check
+    measurement: dict = field(default_factory=dict)
+
+    def setting(self, key: str):
+        return {**MEASUREMENT_DEFAULTS, **self.measurement}[key]
+
+    @property
+    def warmup_prompts(self) -> int:
+        return self.setting("warmup_prompts") if self.kind == "serve" else 0
+
+    @property
+    def resets_prefix_cache(self) -> bool:
+        return self.kind == "serve" and bool(self.setting("reset_prefix_cache")) and \
+            ENGINES[self.engine].reset_cache_path is not None
 
     @property
     def served_name(self) -> str:
@@ -63,8 +82,11 @@ def log(msg: str) -> None:
     print(f"[servelab {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
-def point_identity(spec: SessionSpec, client: dict, engine_version: str | None, hardware: dict) -> dict:
-    """Everything that decides a measurement's value, and nothing incidental (ports, paths)."""
+def point_identity(spec: SessionSpec, client: dict, engine_version: str | None, hardware: dict,
+                   repeat: int = 0) -> dict:
+    """Everything that decides a measurement's value, and nothing incidental (ports, paths).
+    Repeat k > 0 of a point is a point of its own: raising `repeats` measures only the new ones."""
+    measured_as = {"warmup_prompts": spec.warmup_prompts, "reset_prefix_cache": spec.resets_prefix_cache}
     return {
         "engine": spec.engine,
         "engine_version": engine_version,
@@ -77,6 +99,8 @@ def point_identity(spec: SessionSpec, client: dict, engine_version: str | None, 
         "server": spec.server_knobs,
         "client": client,
         "hardware": hardware,
+        **({"measurement": measured_as} if spec.kind == "serve" else {}),
+        **({"repeat": repeat} if repeat else {}),
     }
 
 
@@ -184,14 +208,20 @@ class Launch:
     def engine(self):
         return ENGINES[self.spec.engine]
 
-    def point_name(self, knobs: dict) -> str:
-        return "lm_eval" if EVAL_KNOB in knobs else point_id(knobs_swept(knobs, self.spec))
+    warmup: dict | None = None
+
+    def point_name(self, knobs: dict, identity: dict | None = None) -> str:
+        name = "lm_eval" if EVAL_KNOB in knobs else point_id(knobs_swept(knobs, self.spec))
+        repeats = self.spec.setting("repeats")
+        repeat = (identity or {}).get("repeat", 0)
+        return f"{name} (repeat {repeat + 1}/{repeats})" if repeats > 1 and EVAL_KNOB not in knobs else name
 
     def record(self, key: str, identity: dict, knobs: dict, client_command: str, wall_s: float | None,
                extra: dict | None = None) -> dict:
         return {**point_record(self.spec, key, identity, knobs, self.session_name, self.hardware,
                                self.engine.distributions, self.serve_cmd, client_command, self.startup_s,
-                               wall_s, self.facts), **(extra or {})}
+                               wall_s, self.facts),
+                "repeat": identity.get("repeat", 0), "warmup": self.warmup, **(extra or {})}
 
     def save_failure(self, point: tuple[str, dict, dict], failure: PointFailed) -> None:
         key, knobs, identity = point
@@ -226,7 +256,10 @@ def measure(launch: Launch, missing: list[tuple[str, dict, dict]]) -> None:
                 launch.facts = server_log.read_facts(fleet.facts_from.log,
                                                      server_log.scrape_metrics(fleet.facts_from.base_url))
                 with sidecars(spec, fleet, launch_dir):
+                    launch.warmup = warm_up(launch, group, launch_dir)
                     measure_points(launch, group, done)
+                    if restart == 0 and spec.setting("drift_check"):
+                        check_drift(launch, group, done)
         except ServerError as exc:
             if not failure.is_deterministic(exc.exit_code):
                 raise
@@ -249,18 +282,58 @@ def sidecars(spec: SessionSpec, fleet: Fleet, out_dir: Path) -> contextlib.ExitS
     return stack
 
 
+def warm_up(launch: Launch, group: list[tuple[str, dict, dict]], out_dir: Path) -> dict | None:
+    """Requests at the shapes the session will measure (the first load point's workload,
+    all at once, another seed) before its first measured point, so that no point absorbs
+    the engine's cold start (kernel and graph caches, allocator). Kept in warmup.json."""
+    spec = launch.spec
+    loads = [knobs for _, knobs, _ in group if EVAL_KNOB not in knobs]
+    if not spec.warmup_prompts or not loads:
+        return None
+    knobs = {**bench_knobs(loads[0]), "num_prompts": spec.warmup_prompts, "request_rate": "inf",
+             "seed": int(loads[0].get("seed") or 0) + 1}
+    raw_dir = Path(launch.tmpdir) / "warmup"
+    raw_dir.mkdir(exist_ok=True)
+    started = time.monotonic()
+    argv = launch.engine.client_args(spec.model_path, spec.served_name, launch.fleet.front.port,
+                                     spec.dataset_name, spec.dataset_path, knobs, raw_dir)
+    try:
+        launch.client.run(argv, out_dir / "warmup.log")
+        result = launch.engine.read_result(raw_dir)
+    except Exception as exc:  # a point that fails will say why; the warm-up only notes it
+        launch.fleet.check_alive("during the warm-up")
+        log(f"warm-up failed ({type(exc).__name__}: {exc}); measuring anyway")
+        return {"num_prompts": spec.warmup_prompts, "failed": f"{type(exc).__name__}: {exc}"}
+    write_text(out_dir / "warmup.json", json.dumps(result, default=str))
+    warmup = {"num_prompts": spec.warmup_prompts, "completed": result.get("completed"),
+              "duration_s": round(time.monotonic() - started, 2)}
+    log(f"warm-up: {warmup['completed']}/{spec.warmup_prompts} requests in {warmup['duration_s']}s")
+    return warmup
+
+
+def reset_cache(launch: Launch) -> bool | None:
+    if not launch.spec.resets_prefix_cache:
+        return None
+    # the engines hold the cache, not a router in front of them
+    servers = launch.fleet.servers[:-1] if len(launch.fleet.servers) > 1 else launch.fleet.servers
+    return conditions.reset_prefix_cache([s.base_url for s in servers], launch.engine.reset_cache_path)
+
+
 def measure_points(launch: Launch, missing: list[tuple[str, dict, dict]], done: list[str]) -> None:
     """Each missing client point against the running fleet, saved as it completes
     (its key then appended to `done`); a client's own error fails that point only."""
     for n, (key, knobs, identity) in enumerate(missing, 1):
-        name = launch.point_name(knobs)
+        name = launch.point_name(knobs, identity)
         raw_dir = Path(launch.tmpdir) / key
         raw_dir.mkdir()
         measure_point = run_eval if EVAL_KNOB in knobs else run_bench
+        cache_reset = reset_cache(launch)
         started = time.monotonic()
         pgids = [server.proc.pid for server in launch.fleet.servers]
         try:
-            with PeakMemory(pgids, launch.env) as memory:
+            with PeakMemory(pgids, launch.env) as memory, \
+                    conditions.EngineCounters(launch.fleet.facts_from.base_url + "/metrics") as counters, \
+                    conditions.OutsideLoad(pgids, launch.env) as outside:
                 argv, result = measure_point(launch, knobs, raw_dir)
         except failure.PointFailed as failed:
             launch.save_failure((key, knobs, identity), failed)
@@ -268,11 +341,48 @@ def measure_points(launch: Launch, missing: list[tuple[str, dict, dict]], done: 
             continue
         launch.fleet.check_alive(f"during client point {name}")
         wall_s = time.monotonic() - started
-        record = launch.record(key, identity, knobs, commands.shell_line(argv), wall_s, memory.result())
+        record = launch.record(key, identity, knobs, commands.shell_line(argv), wall_s,
+                               {**memory.result(), "prefix_cache_reset": cache_reset,
+                                "counters": counters.result(), "outside": outside.result()})
         (raw_dir / "result.json").write_text(json.dumps(result))
         launch.store.save(key, record, {"bench.json": raw_dir / "result.json"})
         done.append(key)
         log(f"[{n}/{len(missing)}] {name}: measured in {wall_s:.1f}s")
+
+
+def check_drift(launch: Launch, group: list[tuple[str, dict, dict]], done: list[str]) -> None:
+    """The session's first load point measured again at its end: how far its numbers moved
+    while the session ran (thermal or clock changes, a cache filling, a neighbour). Every
+    point the session measured records it; the point itself is not stored twice."""
+    measured = [(key, knobs) for key, knobs, _ in group if key in done and EVAL_KNOB not in knobs]
+    if len(measured) < 2 or launch.store.load(measured[0][0]).get("failure"):
+        return
+    key, knobs = measured[0]
+    raw_dir = Path(launch.tmpdir) / "drift"
+    raw_dir.mkdir(exist_ok=True)
+    reset_cache(launch)
+    try:
+        _, again = run_bench(launch, knobs, raw_dir)
+    except failure.PointFailed as failed:
+        log(f"drift check: the first point failed when measured again ({failed.reason})")
+        return
+    first = json.loads((launch.store.path(key) / "bench.json").read_text())
+    drift = {"point": launch.point_name(knobs), **drift_of(first, again)}
+    write_text(launch.session_dir / "drift.json", json.dumps({"first": first, "again": again}, default=str))
+    log(f"drift check ({drift['point']} measured again): " +
+        ", ".join(f"{k} {v:+.1%}" for k, v in drift.items() if isinstance(v, float)))
+    for done_key in done:
+        if launch.store.has(done_key):
+            launch.store.annotate(done_key, {"drift": drift})
+
+
+DRIFT_METRICS = ("p50_ttft_ms", "p50_itl_ms", "output_throughput")
+
+
+def drift_of(first: dict, again: dict) -> dict:
+    """Relative change of each drift metric, from the first measurement to the second."""
+    return {m: (again[m] - first[m]) / first[m] for m in DRIFT_METRICS
+            if isinstance(first.get(m), (int, float)) and isinstance(again.get(m), (int, float)) and first[m]}
 
 
 def run_bench(launch: Launch, knobs: dict, raw_dir: Path):
@@ -348,7 +458,8 @@ def measure_offline(launch: Launch, missing: list[tuple[str, dict, dict]]) -> No
     fails its point (kept); one killed by a signal fails the job."""
     spec, engine, session_dir = launch.spec, launch.engine, launch.session_dir
     for n, (key, knobs, identity) in enumerate(missing, 1):
-        name = launch.point_name(knobs)
+        name = launch.point_name(knobs, identity)
+        file_name = point_id(knobs_swept(knobs, spec)) + (f"-repeat{identity['repeat']}" if "repeat" in identity else "")
         raw = Path(launch.tmpdir) / f"{key}.json"
         engine_knobs = {**spec.server_knobs, **monitors.profiler_knobs(spec.monitors, session_dir)}
         client_knobs = {**bench_knobs(knobs), **({"profile": True} if "torch_profile" in spec.monitors else {})}
@@ -358,8 +469,8 @@ def measure_offline(launch: Launch, missing: list[tuple[str, dict, dict]]) -> No
                                     spec.monitors.get("wrap"), session_dir)
         launch.serve_cmd = commands.shell_line(cmd)
         started = time.monotonic()
-        bench = Server(cmd, 0, session_dir / f"{spec.tool}-{name}.log", env=launch.env)
-        gpu = (monitors.GpuMonitor(session_dir / f"gpu-{name}.csv", spec.monitors["gpu"].get("interval_ms", 500))
+        bench = Server(cmd, 0, session_dir / f"{spec.tool}-{file_name}.log", env=launch.env)
+        gpu = (monitors.GpuMonitor(session_dir / f"gpu-{file_name}.csv", spec.monitors["gpu"].get("interval_ms", 500))
                if "gpu" in spec.monitors else contextlib.nullcontext())
         with bench, gpu, PeakMemory([bench.proc.pid], launch.env) as memory:
             log(f"[{n}/{len(missing)}] {name}: {spec.engine} {spec.tool} (log {bench.log})")
@@ -392,9 +503,13 @@ def run(spec: SessionSpec, view_path: str | Path, retry_failed: bool = False) ->
     hardware = provenance.hardware()
     engine_version = provenance.package_version(*ENGINES[spec.engine].distributions)
     points = []
-    for knobs in spec.client_points:
-        identity = point_identity(spec, knobs, engine_version, hardware)
-        points.append((identity_hash(identity), knobs, identity))
+    # every point once, then every point again: a slow change spreads over all points alike
+    for repeat in range(spec.setting("repeats")):
+        for knobs in spec.client_points:
+            if repeat and EVAL_KNOB in knobs:
+                continue   # lm-eval's accuracy (greedy) needs no repeat
+            identity = point_identity(spec, knobs, engine_version, hardware, repeat)
+            points.append((identity_hash(identity), knobs, identity))
     missing = [p for p in points if not store.has(p[0]) or (retry_failed and store.load(p[0]).get("failure"))]
     if any(knobs.get(RESTART_KNOB) for _, knobs, _ in missing):
         # a warm point means only after the cold ones in the same session: measure the sequence whole
@@ -407,6 +522,8 @@ def run(spec: SessionSpec, view_path: str | Path, retry_failed: bool = False) ->
             # `{session_dir}` in an env value: a per-session path (e.g. LMCache's disk tier)
             env = {k: v.replace("{session_dir}", str(session_dir.resolve()))
                    for k, v in server_env(spec, tmpdir).items()}
+            if spec.resets_prefix_cache:
+                env.update(ENGINES[spec.engine].reset_cache_env)
             launch = Launch(spec, store, hardware, session_name, session_dir, tmpdir, env)
             (measure_offline if spec.kind == "offline" else measure)(launch, missing)
     view = [store.load(key) for key, _, _ in points]

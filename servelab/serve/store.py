@@ -42,3 +42,10 @@ class PointStore:
                 Path(src).replace(tmp / name)
             (tmp / "record.json").write_text(json.dumps(record, indent=2, sort_keys=True, default=str))
         return record
+
+    def annotate(self, key: str, fields: dict) -> dict:
+        """Add facts learnt after a point was saved (the session's drift check) to its record."""
+        record = {**self.load(key), **fields}
+        with atomic_path(self.path(key) / "record.json") as tmp:
+            tmp.write_text(json.dumps(record, indent=2, sort_keys=True, default=str))
+        return record

@@ -82,6 +82,12 @@ def test_local_week01_sweep_produces_plausible_table_and_figures(workdir, first_
     # finite rates: the client kept the requested arrival rate (its schedule, not the CPU's speed)
     for rate in (1, 4, 10):
         assert 0.8 * rate < by_rate.loc[rate, "achieved_rate_rps"] < 1.25 * rate
+    # measured warm, each point after a prefix-cache reset, with its conditions as columns
+    assert (table["warmup_prompts"] == 4).all() and table["prefix_cache_reset"].all()
+    assert (table["repeats"] == 1).all() and (table["outside_cpu_cores"] >= 0).all()
+    assert "warnings" in table.columns
+    (warmup,) = (workdir / "results/week01/store/sessions").glob("base-*/warmup.json")
+    assert json.loads(warmup.read_text())["completed"] == 4
     for fig in ("ttft_vs_rate", "itl_vs_rate", "throughput_vs_rate"):
         png = workdir / f"results/week01/{fig}.png"
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -286,6 +292,32 @@ def test_workload_matrix_rows_per_workload_and_concurrency(workdir, first_run):
     assert (table["peak_rss_gib"] > 0).all() and (table["ttft_p50_ms"] > 0).all()
     tokens = table.groupby("workload")["total_input_tokens"].min()
     assert tokens["long_short"] > tokens["short_short"] > 0
+
+
+def test_engine_counters_and_the_drift_check_are_columns(workdir, first_run):
+    week05 = pd.read_csv(workdir / "results/week05/metrics.csv")
+    shared = week05.query("enable_prefix_caching and random_prefix_len == 384")
+    assert (shared["prefix_cache_hit_rate"] > 0).all(), week05.filter(like="prefix").to_string()
+    matrix = pd.read_csv(workdir / "results/workload_matrix_cpu/metrics.csv")
+    # its first point was measured again at the session's end, and every point says how far it moved
+    assert matrix["drift_max_pct"].notna().all()
+    assert list((workdir / "results/workload_matrix_cpu/store/sessions").glob("*/drift.json"))
+    print("\nworkload matrix drift (%):", matrix["drift_max_pct"].round(1).tolist(),
+          "week05 hit rates:", shared["prefix_cache_hit_rate"].round(3).tolist())
+
+
+def test_raising_repeats_measures_only_the_new_repeats_and_gives_intervals(workdir, first_run):
+    args = with_overlay(workdir, "repeats.yaml", {"experiments": {"week01": {"repeats": 2}}})
+    snakemake(workdir, *args)
+    log = (workdir / "logs/week01/base.session.log").read_text()
+    assert "8 client point(s), 4 already measured, 4 to measure" in log
+    table = pd.read_csv(workdir / "results/week01/metrics.csv")
+    assert len(table) == 4 and (table["repeats"] == 2).all()
+    assert table["ttft_p50_ms_ci95"].notna().all() and table["output_throughput_tps_ci95"].notna().all()
+    assert "Nothing to be done" in snakemake(workdir, *args, "-n").stdout
+    # back to one repeat: nothing is measured, the table is the first repeat's again
+    snakemake(workdir, *LOCAL)
+    assert (pd.read_csv(workdir / "results/week01/metrics.csv")["repeats"] == 1).all()
 
 
 def rules_to_run(workdir: Path, *args: str) -> dict[str, int]:

@@ -104,6 +104,9 @@ def session_inputs(wildcards):
     return inputs
 
 
+MEASUREMENT_KEYS = ("repeats", "warmup_prompts", "reset_prefix_cache", "drift_check")
+
+
 def session_params(wildcards):
     """Everything that defines the session's measurements (a change reruns it)."""
     exp = EXPERIMENTS[wildcards.experiment]
@@ -125,6 +128,8 @@ def session_params(wildcards):
         "identity_env": {**exp.get("server", {}).get("env", {}), **ex.point_env(knobs)},
         "topology": exp.get("topology"),
         "monitors": servelab_config.active_monitors(config, exp),
+        # how its points are measured: the experiment's setting, else the run's
+        "measurement": {k: exp.get(k, config[k]) for k in MEASUREMENT_KEYS},
     }
 
 

@@ -30,6 +30,7 @@ spec = SessionSpec(
     topology=p["topology"],
     monitors=p["monitors"],
     identity_env=p["identity_env"],
+    measurement=p["measurement"],
     eval_include_path=os.path.abspath(snakemake.input.eval_tasks) if "eval_tasks" in snakemake.input.keys() else None,
 )
 with tee_stderr(snakemake.log[0]):

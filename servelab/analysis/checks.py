@@ -1,0 +1,117 @@
+"""What makes a measured point trustworthy, or not: checks that invalidate it (the client
+did not deliver the load, requests failed, a latency below the hardware's floor) and
+checks that warn (the server saturated under a concurrency cap, TTFT rising within the
+point, the session drifting, load from outside the session, TTFT far above the prefill
+floor at low load). Problems go to `invalid_reason`, warnings to `warnings`.
+"""
+
+from __future__ import annotations
+
+import math
+
+from servelab.analysis.roofline import floors_ms
+from servelab.config.experiments import gpus_needed
+
+# a point whose client fell this far behind its requested arrival rate is flagged
+RATE_TOLERANCE = 0.8
+# last third's mean TTFT over the first third's: above this the queue grew during the point
+TTFT_TREND_LIMIT = 2.0
+# |relative change| of the session's first point, measured again at its end
+DRIFT_LIMIT = 0.10
+# cores' worth of CPU time taken by processes outside the session during a point
+OUTSIDE_CPU_LIMIT = 0.25
+
+
+def ttft_trend(bench: dict) -> float | None:
+    """Mean TTFT of the last third of requests (in send order) over the first third's:
+    ~1 in a steady state, rising when the server cannot keep up (over-saturation)."""
+    ttfts, starts = bench.get("ttfts") or [], bench.get("start_times") or []
+    if len(ttfts) < 9:
+        return None
+    ordered = [t for _, t in sorted(zip(starts, ttfts))] if len(starts) == len(ttfts) else list(ttfts)
+    third = len(ordered) // 3
+    first, last = sum(ordered[:third]) / third, sum(ordered[-third:]) / third
+    return last / first if first > 0 else None
+
+
+def load_checks(row: dict, knobs: dict, requested: float) -> tuple[list[str], list[str], dict]:
+    """Did the client deliver the load, and if not, was it the server saturating?
+    Under a concurrency cap that the client reached, a rate below the requested one is
+    the measurement (the server served what it could), not a broken client."""
+    problems, warnings, columns = [], [], {"saturated": False}
+    if row.get("failed"):
+        problems.append(f"{row['failed']} failed requests")
+    num_prompts = knobs.get("num_prompts")
+    if num_prompts is not None and row.get("completed") != num_prompts:
+        problems.append(f"completed {row.get('completed')} of {num_prompts}")
+    achieved = row.get("achieved_rate_rps")
+    if math.isfinite(requested) and achieved is not None and achieved < RATE_TOLERANCE * requested:
+        cap, peak = knobs.get("max_concurrency"), row.get("max_concurrent_requests")
+        if cap and peak is not None and peak >= cap:
+            columns["saturated"] = True
+            warnings.append(f"saturated: at max_concurrency {cap} the server took {achieved:.2f} req/s "
+                            f"of the requested {requested:g}/s")
+        else:
+            problems.append(f"arrival rate {achieved:.2f}/s below requested {requested:g}/s")
+    trend = columns["ttft_trend"] = row.get("ttft_trend")
+    if trend is not None and trend > TTFT_TREND_LIMIT:
+        warnings.append(f"TTFT rose x{trend:.1f} from the first to the last third of the requests (no steady state)")
+    return problems, warnings, columns
+
+
+def floor_checks(row: dict, record: dict) -> tuple[list[str], dict]:
+    """ITL p50 below the decode floor is impossible (a measurement error): invalid.
+    The TTFT floor is returned for the table-level check at the lowest load."""
+    server = record["identity"]["server"]
+    gpus = record["identity"]["hardware"].get("gpus") or []
+    data_parallel = next((int(server[k]) for k in ("data_parallel_size", "dp", "dp_size") if server.get(k)), 1)
+    completed = row.get("completed") or 0
+    input_tokens = row.get("total_input_tokens") / completed if completed and row.get("total_input_tokens") else None
+    if row.get("weights_gib"):   # what the engine loaded on each GPU (quantized weights included)
+        model, per_gpu = {"weight_bytes": row["weights_gib"] * 2 ** 30, "dtype": None}, 1
+    else:                        # the checkpoint's size, spread over the point's tensor/pipeline GPUs
+        model, per_gpu = record.get("model_size"), gpus_needed(server) // data_parallel
+    floors = floors_ms(model, gpus, per_gpu, input_tokens)
+    problems = []
+    itl, floor = row.get("itl_p50_ms"), floors["itl_floor_ms"]
+    if itl is not None and floor is not None and 0 < itl < floor:
+        problems.append(f"ITL p50 {itl:.2f} ms below the hardware's decode floor {floor:.2f} ms (roofline): "
+                        f"a measurement error")
+    return problems, floors
+
+
+def condition_warnings(row: dict) -> list[str]:
+    """Warnings from how the point was measured: drift over its session, load from outside."""
+    warnings = []
+    drift = row.get("drift_max_pct")
+    if drift is not None and abs(drift) > 100 * DRIFT_LIMIT:
+        warnings.append(f"the session drifted: its first point measured again moved {drift:+.0f} %")
+    outside = row.get("outside_cpu_cores")
+    if outside is not None and outside > OUTSIDE_CPU_LIMIT:
+        warnings.append(f"processes outside the session used {outside:.2f} CPU cores during the point")
+    if row.get("outside_gpu_processes"):
+        warnings.append(f"{row['outside_gpu_processes']} other process(es) on the point's GPUs")
+    return warnings
+
+
+def low_load_ttft_warnings(df, factor: float):
+    """TTFT p50 at the lowest load of each server point (and workload) far above the prefill
+    floor: the engine is slower than its hardware allows, or the point absorbed a start-up."""
+    if "ttft_floor_ms" not in df.columns or "ttft_p50_ms" not in df.columns or df["ttft_floor_ms"].isna().all():
+        return df
+    load = df["request_rate"] if "request_rate" in df.columns else None
+    if load is None:
+        return df
+    keys = [c for c in ("server_point", "workload") if c in df.columns]
+    df = df.copy()
+    for _, group in df.groupby(keys, dropna=False):
+        lowest = group[group["request_rate"] == group["request_rate"].min()]
+        capped = "max_concurrency" in group.columns and (lowest["max_concurrency"] == 1).all()
+        if not (lowest["request_rate"] < float("inf")).all() and not capped:
+            continue   # a burst (rate inf) queues by design: no low-load point to judge
+        for index, row in lowest.iterrows():
+            if row["ttft_floor_ms"] and row["ttft_p50_ms"] > factor * row["ttft_floor_ms"]:
+                note = (f"TTFT p50 {row['ttft_p50_ms']:.0f} ms at the lowest load is over {factor:g}x the "
+                        f"prefill floor {row['ttft_floor_ms']:.1f} ms")
+                df.at[index, "warnings"] = "; ".join(w for w in (row.get("warnings"), note) if w)
+    return df

@@ -1,0 +1,72 @@
+"""Repeats of one point as one row: the mean of each measured quantity and the half-width
+of its 95 % confidence interval (Student's t over the repeats), so that a difference
+between two configurations can be told from noise."""
+
+from __future__ import annotations
+
+import math
+import statistics
+
+# two-sided 95 % quantiles of Student's t by degrees of freedom (beyond 30: the normal's)
+T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262,
+       10: 2.228, 11: 2.201, 12: 2.179, 13: 2.160, 14: 2.145, 15: 2.131, 16: 2.120, 17: 2.110,
+       18: 2.101, 19: 2.093, 20: 2.086, 25: 2.060, 30: 2.042}
+# measured quantities (everything else in a row is a knob, a fact or a name)
+MEASURED_SUFFIXES = ("_ms", "_s", "_rps", "_tps")
+MEASURED = ("ttft_trend", "prefix_cache_hit_rate", "spec_acceptance_rate", "spec_mean_accepted_len",
+            "preemptions", "peak_kv_cache_usage", "outside_cpu_cores")
+NOT_MEASURED = ("server_startup_s", "ttft_floor_ms", "itl_floor_ms", "theory_latency_s", "theory_decode_step_ms")
+
+
+def t95(dof: int) -> float:
+    if dof >= 30:
+        return T95[30] if dof < 60 else 1.96
+    return T95.get(dof) or T95[max(k for k in T95 if k <= dof)]
+
+
+def mean_ci95(values: list[float]) -> tuple[float, float | None]:
+    """Mean and the half-width of its 95 % interval (None for a single value)."""
+    mean = statistics.fmean(values)
+    if len(values) < 2:
+        return mean, None
+    return mean, t95(len(values) - 1) * statistics.stdev(values) / math.sqrt(len(values))
+
+
+def is_measured(column: str) -> bool:
+    return column not in NOT_MEASURED and (column in MEASURED or column.endswith(MEASURED_SUFFIXES))
+
+
+def number(value) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) \
+        and math.isfinite(value) else None
+
+
+def aggregate(rows: list[dict]) -> dict:
+    """One row for the repeats of a point: knobs and facts from the first repeat, each
+    measured column's mean with `COLUMN_ci95`; valid only if every repeat was."""
+    first = dict(rows[0])
+    first.pop("repeat", None)
+    first["repeats"] = len(rows)
+    if len(rows) == 1:
+        return first
+    for column in {c for row in rows for c in row if is_measured(c)}:
+        values = [v for row in rows if (v := number(row.get(column))) is not None]
+        if values:
+            first[column], first[f"{column}_ci95"] = mean_ci95(values)
+    first["valid"] = all(bool(row.get("valid")) for row in rows)
+    for column in ("invalid_reason", "warnings"):
+        notes = [f"repeat {row.get('repeat', 0) + 1}: {row[column]}" for row in rows if row.get(column)]
+        first[column] = "; ".join(notes)
+    # every repeat's raw files, so that the mean can be traced to each measurement
+    for column in ("point_key", "raw_json", "record_json"):
+        first[column] = ";".join(str(row.get(column)) for row in rows)
+    return first
+
+
+def group_repeats(rows: list[tuple[str, dict]]) -> list[list[dict]]:
+    """[(point, row)] with each point's repeats anywhere in the list, grouped by point
+    in the order the points first appear."""
+    groups: dict[str, list[dict]] = {}
+    for point, row in rows:
+        groups.setdefault(point, []).append(row)
+    return list(groups.values())

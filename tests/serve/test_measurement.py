@@ -1,0 +1,47 @@
+"""How a session measures: repeats as points of their own, the warm-up and cache reset in
+each point's identity, the drift between the session's first point and its re-measurement."""
+import pytest
+
+from servelab.config.experiments import EVAL_KNOB
+from servelab.serve import session
+from servelab.serve.store import identity_hash
+
+HW = {"cpu": "x", "cpu_features": ["avx2"], "gpus": []}
+
+
+def spec(**measurement) -> session.SessionSpec:
+    return session.SessionSpec(
+        experiment="week01", server_point="base", engine="vllm", model_path="/m", model_identity="tiny@1",
+        dataset_name="sharegpt", dataset_path="/d", dataset_identity="d@1", server_knobs={},
+        client_points=[{"request_rate": 1, "num_prompts": 4}, {EVAL_KNOB: {"tasks": ["gsm8k"]}}],
+        store_dir="/tmp/s", measurement=measurement)
+
+
+def keys(s: session.SessionSpec, repeats: int) -> list[str]:
+    return [identity_hash(session.point_identity(s, knobs, "0.32", HW, r))
+            for r in range(repeats) for knobs in s.client_points if not (r and EVAL_KNOB in knobs)]
+
+
+def test_raising_repeats_adds_points_and_keeps_the_measured_ones():
+    once, thrice = keys(spec(repeats=1), 1), keys(spec(repeats=3), 3)
+    assert thrice[:2] == once            # repeat 0 is the point as it always was
+    assert len(thrice) == 4 and len(set(thrice)) == 4   # lm-eval (greedy) is not repeated
+
+
+def test_warmup_and_cache_reset_are_part_of_a_points_identity():
+    default = session.point_identity(spec(), {"request_rate": 1}, "0.32", HW)
+    assert default["measurement"] == {"warmup_prompts": 8, "reset_prefix_cache": True}
+    cold = session.point_identity(spec(warmup_prompts=0), {"request_rate": 1}, "0.32", HW)
+    assert identity_hash(cold) != identity_hash(default)
+    offline = session.SessionSpec(**{**spec().__dict__, "kind": "offline", "tool": "latency"})
+    assert "measurement" not in session.point_identity(offline, {"batch_size": 1}, "0.32", HW)
+    # an engine that offers no reset records none
+    hf = session.SessionSpec(**{**spec().__dict__, "engine": "transformers"})
+    assert not hf.resets_prefix_cache
+
+
+def test_drift_is_the_relative_change_of_the_first_point():
+    first = {"p50_ttft_ms": 100.0, "p50_itl_ms": 10.0, "output_throughput": 50.0}
+    again = {"p50_ttft_ms": 120.0, "p50_itl_ms": 10.0, "output_throughput": 45.0}
+    assert session.drift_of(first, again) == pytest.approx(
+        {"p50_ttft_ms": 0.2, "p50_itl_ms": 0.0, "output_throughput": -0.1})

@@ -19,8 +19,10 @@ TTFT_TREND_LIMIT = 2.0
 # |relative change| of the session's first point, measured again at its end, per metric
 # (TTFT p50 over a few dozen requests moves more by chance than ITL or throughput)
 DRIFT_LIMITS = {"p50_ttft_ms": 0.25, "p50_itl_ms": 0.10, "output_throughput": 0.10}
-# cores' worth of CPU time taken by processes outside the session during a point
+# cores' worth of CPU time taken by processes outside the session during a point: a quarter
+# of a core, or 5 % of a larger machine (a GPU node's own daemons)
 OUTSIDE_CPU_LIMIT = 0.25
+OUTSIDE_CPU_SHARE = 0.05
 
 
 def ttft_trend(bench: dict) -> float | None:
@@ -89,7 +91,8 @@ def condition_warnings(row: dict) -> list[str]:
         if drift is not None and abs(drift) > 100 * limit:
             warnings.append(f"the session drifted: its first point measured again moved {metric} {drift:+.0f} %")
     outside = row.get("outside_cpu_cores")
-    if outside is not None and outside > OUTSIDE_CPU_LIMIT:
+    limit = max(OUTSIDE_CPU_LIMIT, OUTSIDE_CPU_SHARE * (row.get("machine_cores") or 0))
+    if outside is not None and outside > limit:
         warnings.append(f"processes outside the session used {outside:.2f} CPU cores during the point")
     if row.get("outside_gpu_processes"):
         warnings.append(f"{row['outside_gpu_processes']} other process(es) on the point's GPUs")

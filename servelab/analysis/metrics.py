@@ -30,6 +30,14 @@ SCALARS = {
     "total_output_tokens": "total_output_tokens",
     "max_concurrent_requests": "max_concurrent_requests",
 }
+# what each point records of how it was measured (conditions_columns, checks); the engine's
+# counters are absent where it exports none (SGLang, a vLLM without speculation)
+COUNTER_COLUMNS = {"prefix_cache_hit_rate", "spec_acceptance_rate", "spec_mean_accepted_len", "preemptions",
+                   "peak_kv_cache_usage"}
+CONDITION_COLUMNS = COUNTER_COLUMNS | {"repeats", "warmup_prompts", "prefix_cache_reset", "outside_cpu_cores",
+                                       "machine_cores",
+                                       "outside_gpu_processes", "drift_max_pct", "ttft_trend", "saturated",
+                                       "itl_floor_ms", "ttft_floor_ms"}
 
 
 def achieved_arrival_rate(start_times: list[float]) -> float | None:

@@ -23,6 +23,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
+from servelab.analysis.metrics import COUNTER_COLUMNS  # noqa: E402
 from servelab.atomic import atomic_path  # noqa: E402
 from servelab.config.experiments import format_value  # noqa: E402
 
@@ -32,7 +33,9 @@ def check_columns(df: pd.DataFrame, spec: dict, name: str) -> pd.DataFrame:
     points would have had (none measured) is added empty."""
     ys = spec["y"] if isinstance(spec["y"], list) else [spec["y"]]
     failed = "valid" in df.columns and not df["valid"].astype(bool).any()
-    df = df.assign(**{y: float("nan") for y in ys if y not in df.columns and failed})
+    # a counter the engine did not export (no speculation on this box, SGLang) is empty, not unknown
+    df = df.assign(**{c: float("nan") for c in [spec["x"], *ys]
+                      if c not in df.columns and (failed or c in COUNTER_COLUMNS)})
     wanted = [spec["x"], *ys] + [spec[k] for k in ("hue", "col", "size") if spec.get(k)]
     missing = [c for c in wanted if c not in df.columns]
     if missing:
@@ -125,7 +128,7 @@ def draw(df: pd.DataFrame, spec: dict, out: str | Path, name: str = "figure") ->
         data[x] = pd.Categorical(data[x], categories=order, ordered=True)
         data = data.sort_values(x)
         plot_kw.update(data=data, **({"sort": False} if kind == "line" else {}))
-    if data["_y"].notna().any():
+    if data["_y"].notna().any() and data[x].notna().any():
         grid = sns.relplot(**plot_kw)
         axes = list(grid.axes_dict.items()) if spec.get("col") else [(None, grid.ax)]
     else:  # nothing measured (every point failed): the axes and the failures alone
@@ -133,6 +136,10 @@ def draw(df: pd.DataFrame, spec: dict, out: str | Path, name: str = "figure") ->
         axes = [(None, grid.ax)]
         if order is not None:
             grid.ax.set_xticks(range(len(order)), labels=order)
+        if df["valid"].astype(bool).any() if "valid" in df.columns else True:
+            grid.ax.text(0.5, 0.5, "no values to draw: the engine exported none of these\n"
+                         "(e.g. no speculation counters without a speculative config)",
+                         ha="center", va="center", transform=grid.ax.transAxes, color="dimgray")
     grid.set_axis_labels(spec["xlabel"], spec["ylabel"])
     for ax_key, ax in axes:
         sub = data if ax_key is None else data[data[spec["col"]] == ax_key]

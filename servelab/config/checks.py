@@ -66,6 +66,7 @@ def check(config: dict) -> None:
             if model not in config["models"]:
                 problems.append(f"{where}.server.grid.model: {model!r} is not defined under models "
                                 f"(defined: {sorted(config['models'])})")
+        problems += duplicates(exp, where)
         for side in ("server", "client"):
             part = exp.get(side, {})
             both = set(part.get("args", {})) & set(part.get("grid", {}))
@@ -125,8 +126,36 @@ def check(config: dict) -> None:
         raise ConfigError("invalid config:\n  " + "\n  ".join(problems))
 
 
+def canonical(value) -> str:
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+def duplicates(exp: dict, where: str) -> list[str]:
+    """A value listed twice in a grid, or two named configurations that are the same: both
+    would measure one point twice under two names (or overwrite it), so say which."""
+    problems = []
+    server, client = exp.get("server", {}), exp.get("client", {})
+    grids = {f"{where}.server.grid": server.get("grid", {}), f"{where}.server.env_grid": server.get("env_grid", {}),
+             f"{where}.client.grid": client.get("grid", {}),
+             **{f"{where}.client.workloads.{w}.grid": spec.get("grid", {})
+                for w, spec in client.get("workloads", {}).items()},
+             **{f"{where}.server.configs.{c}.client.grid": spec.get("client", {}).get("grid", {})
+                for c, spec in server.get("configs", {}).items()}}
+    for path, grid in grids.items():
+        for knob, values in grid.items():
+            seen = [canonical(v) for v in values]
+            if twice := sorted({v for v in seen if seen.count(v) > 1}):
+                problems.append(f"{path}.{knob}: {', '.join(twice)} listed more than once")
+    configs: dict[str, str] = {}
+    for name, spec in server.get("configs", {}).items():
+        same = configs.setdefault(canonical(spec), name)
+        if same != name:
+            problems.append(f"{where}.server.configs.{name}: the same configuration as {same!r}")
+    return problems
+
+
 def _metric_columns() -> set[str]:
-    from servelab.analysis.metrics import LATENCIES, SCALARS, STATS
+    from servelab.analysis.metrics import CONDITION_COLUMNS, LATENCIES, SCALARS, STATS
 
     lat = {f"{lat}_{stat}_ms" for lat in LATENCIES for stat in STATS}
     return lat | set(SCALARS.values()) | {"request_rate", "achieved_rate_rps", "server_startup_s",
@@ -136,7 +165,8 @@ def _metric_columns() -> set[str]:
                                           "kv_cache_tokens", "kv_cache_blocks", "max_concurrency_x",
                                           "weights_gib", "padding_fraction", "total_tokens",
                                           "theory_latency_s", "theory_decode_step_ms",
-                                          "peak_rss_gib", "peak_gpu_mem_gib"}
+                                          "peak_rss_gib", "peak_gpu_mem_gib"} | CONDITION_COLUMNS
+
 
 
 METRIC_COLUMNS = _metric_columns()

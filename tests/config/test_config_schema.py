@@ -41,7 +41,7 @@ def test_schema_fills_defaults(local_config):
     (lambda c: c["models"]["tiny_llama"]["tiny"].update(vocab_size=5000), "5000"),
     (lambda c: c["models"]["llama31_8b"].update(revision="main"), "'main'"),
     (lambda c: c["experiments"]["week01"].update(engine="tgi"), "'tgi'"),
-    (lambda c: c["experiments"]["study_tuning_cpu"]["server"]["configs"].update({"fp8-kv": {}}), "fp8-kv"),
+    (lambda c: c["experiments"]["study_phi4"]["server"]["configs"].update({"fp8-kv": {}}), "fp8-kv"),
     (lambda c: c["experiments"]["workload_matrix_cpu"]["client"]["workloads"]["short_short"].update(
         rate=[1]), "'rate' was unexpected"),
     (lambda c: c.update(retry_failed="sometimes"), "'sometimes'"),
@@ -123,3 +123,35 @@ def test_a_yaml_syntax_error_is_named_with_file_and_line(tmp_path, capsys):
     assert main([str(REPO / "config/config.yaml"), str(bad)]) == 2
     err = capsys.readouterr().err
     assert f"{bad} is not valid YAML" in err and "line 3" in err
+
+
+def test_values_the_engine_would_refuse_at_start_up_are_refused_by_name(course_config):
+    cases = {("server", "args", "tensor_parallel_size"): 0, ("server", "args", "gpu_memory_utilization"): 1.2,
+             ("server", "args", "max_model_len"): -1, ("server", "grid", "max_num_seqs"): [4, 0]}
+    for path, value in cases.items():
+        config = copy.deepcopy(course_config)
+        section = config["experiments"]["week01"]
+        for key in path[:-1]:
+            section = section.setdefault(key, {})
+        section[path[-1]] = value
+        with pytest.raises(Exception, match=path[-1]):
+            validate(config, SCHEMA)
+
+
+def test_a_grid_value_listed_twice_and_a_repeated_configuration_are_refused(course_config):
+    config = copy.deepcopy(course_config)
+    config["experiments"]["week01"]["client"]["grid"]["request_rate"] = [1, 4, 4]
+    config["experiments"]["study_phi4"]["server"]["configs"]["again"] = copy.deepcopy(
+        config["experiments"]["study_phi4"]["server"]["configs"]["baseline"])
+    with pytest.raises(ConfigError) as err:
+        check(config)
+    assert "experiments.week01.client.grid.request_rate: 4 listed more than once" in str(err.value)
+    assert "experiments.study_phi4.server.configs.again: the same configuration as 'baseline'" in str(err.value)
+
+
+def test_repeats_and_warmup_out_of_range_are_refused(course_config):
+    for key, value in (("repeats", 0), ("warmup_prompts", -1)):
+        config = copy.deepcopy(course_config)
+        config["experiments"]["week01"][key] = value
+        with pytest.raises(Exception, match=key):
+            validate(config, SCHEMA)

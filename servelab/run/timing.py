@@ -1,0 +1,42 @@
+"""Where a run's session time went, printed at its end: per experiment and in all, the
+sessions' wall time against what they had to spend (server start-ups and client points),
+so that servelab's own overhead is a number (each session's `timing.json`)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+
+def load(paths: list[Path]) -> list[dict]:
+    return [json.loads(Path(p).read_text()) for p in paths]
+
+
+def summary(timings: list[dict]) -> str:
+    """Lines: sessions, wall, start-ups, client points, warm-ups and drift checks, and the
+    ratio of wall time to start-ups + client points (1.00 = no overhead)."""
+    if not timings:
+        return ""
+    by_exp: dict[str, list[dict]] = {}
+    for t in timings:
+        by_exp.setdefault(t["experiment"], []).append(t)
+
+    def line(name: str, group: list[dict]) -> str:
+        total = {k: sum(t.get(k, 0.0) for t in group) for k in ("wall_s", "startup_s", "points_s", "warmup_s",
+                                                                  "drift_s")}
+        needed = total["startup_s"] + total["points_s"]
+        ratio = f"{total['wall_s'] / needed:.3f}" if needed else "-"
+        return (f"  {name}: {len(group)} session(s), wall {total['wall_s']:.0f}s = start-ups "
+                f"{total['startup_s']:.0f}s + client points {total['points_s']:.0f}s + warm-ups "
+                f"{total['warmup_s']:.0f}s + drift checks {total['drift_s']:.0f}s + other; "
+                f"wall / (start-ups + points) = {ratio}")
+
+    lines = ["servelab: where the sessions' time went (this run):"]
+    lines += [line(name, group) for name, group in sorted(by_exp.items())]
+    lines.append(line("all", timings))
+    return "\n".join(lines)
+
+
+def this_runs(results: Path, since: float) -> list[Path]:
+    """timing.json of the sessions that ended after `since` (a run's start, epoch seconds)."""
+    return sorted(p for p in Path(results).glob("*/store/sessions/*/timing.json") if p.stat().st_mtime >= since)

@@ -1,0 +1,61 @@
+"""Before any job: which experiments need a package the environment lacks, with the
+command that installs it and the overlay that leaves it out (a package hidden from import)."""
+import os
+import subprocess
+import sys
+
+from conftest import REPO, make_workdir
+
+from servelab.config import preflight
+
+# a finder that makes lm_eval unimportable, as on a GPU box without lm-eval
+HIDE_LM_EVAL = """
+import importlib.abc, sys
+class Hide(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name == "lm_eval" or name.startswith("lm_eval."):
+            raise ModuleNotFoundError(f"No module named {name!r} (hidden by the test)")
+sys.meta_path.insert(0, Hide())
+"""
+
+
+def test_each_experiment_names_what_it_lacks_and_how_to_leave_it_out(course_config):
+    lines = preflight.missing(course_config, ["week01", "week12", "study_phi4", "week15"],
+                              has=lambda module: module not in ("lm_eval", "arctic_inference", "lmcache"))
+    by_exp = {line.split(":")[0]: line for line in lines}
+    assert set(by_exp) == {"week12", "study_phi4", "week15"}
+    assert "lm_eval for eval (lm-eval) (pip install lm-eval==0.4.13)" in by_exp["week12"]
+    assert "`experiments: {week12: {eval: null}}`" in by_exp["week12"]
+    # only some named configurations need it: those can be left out by name
+    assert "suffix16: null" in by_exp["study_phi4"] and "baseline" not in by_exp["study_phi4"]
+    assert "without week15" in by_exp["week15"]
+
+
+def test_a_nulled_configuration_is_left_out(course_config):
+    from snakemake.utils import update_config
+
+    from servelab.config.checks import drop_nulled_sections
+
+    update_config(course_config, {"experiments": {"study_phi4": {"server": {"configs": {"suffix16": None}}}}})
+    drop_nulled_sections(course_config)
+    assert "suffix16" not in course_config["experiments"]["study_phi4"]["server"]["configs"]
+    assert "baseline" in course_config["experiments"]["study_phi4"]["server"]["configs"]
+
+
+def test_the_dry_run_says_it_before_any_job_with_lm_eval_hidden(tmp_path):
+    hide = tmp_path / "hide"
+    hide.mkdir()
+    (hide / "sitecustomize.py").write_text(HIDE_LM_EVAL)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(hide), os.environ.get("PYTHONPATH", "")])}
+    check = subprocess.run([sys.executable, "-c", "import importlib.util; print(importlib.util.find_spec('lm_eval'))"],
+                           env=env, capture_output=True, text=True)
+    assert "hidden by the test" in check.stderr       # the package is really out of reach
+    module = subprocess.run([sys.executable, "-m", "servelab.config.preflight", "config/config.yaml"],
+                            cwd=REPO, env=env, capture_output=True, text=True)
+    assert module.returncode == 1 and "week12: needs lm_eval" in module.stdout
+    workdir = make_workdir(tmp_path / "w")
+    proc = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--cores", "1", "--config", "run=[week12]"],
+                          cwd=workdir, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "servelab pre-flight: week12: needs lm_eval" in proc.stderr
+    assert "pip install lm-eval==0.4.13" in proc.stderr

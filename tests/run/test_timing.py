@@ -1,0 +1,28 @@
+"""A run's end says where its sessions' time went, per experiment and in all."""
+import json
+import os
+import time
+
+from servelab.run import timing
+
+
+def test_summary_sums_sessions_and_gives_the_overhead_ratio():
+    sessions = [{"experiment": "week01", "wall_s": 110.0, "startup_s": 40.0, "points_s": 60.0, "warmup_s": 3.0,
+                 "drift_s": 0.0},
+                {"experiment": "week03", "wall_s": 50.0, "startup_s": 0.0, "points_s": 48.0, "warmup_s": 0.0,
+                 "drift_s": 0.0}]
+    text = timing.summary(sessions)
+    assert "week01: 1 session(s), wall 110s = start-ups 40s + client points 60s" in text
+    assert "wall / (start-ups + points) = 1.100" in text
+    assert "all: 2 session(s), wall 160s" in text and "= 1.081" in text
+    assert timing.summary([]) == ""
+
+
+def test_only_the_sessions_of_this_run_are_counted(tmp_path):
+    old = tmp_path / "week01/store/sessions/base-1/timing.json"
+    new = tmp_path / "week01/store/sessions/base-2/timing.json"
+    for path in (old, new):
+        path.parent.mkdir(parents=True)
+        path.write_text(json.dumps({"experiment": "week01", "wall_s": 1.0}))
+    os.utime(old, (time.time() - 3600, time.time() - 3600))
+    assert timing.this_runs(tmp_path, since=time.time() - 60) == [new]

@@ -15,7 +15,8 @@ import sys
 from pathlib import Path
 from dataclasses import dataclass
 
-from servelab.config.experiments import all_client_points, bench_knobs, client_points, engine_flags, point_id, server_points
+from servelab.config.experiments import (all_client_points, bench_knobs, client_points, engine_flags, point_id,
+                                        point_model, server_points)
 
 
 @dataclass
@@ -72,6 +73,9 @@ class VLLMParsers:
         self.serve = vllm_serve_parser().parse_args
         self.bench = BenchServe()
 
+    def engine_config(self, argv: list[str], model_dir: str) -> str | None:
+        return vllm_engine_config(self.serve(argv), model_dir)
+
     def server_argv(self, cmd: list[str]) -> list[str]:
         return cmd[cmd.index("serve") + 1:]
 
@@ -82,6 +86,27 @@ class VLLMParsers:
 
     def client(self, argv: list[str]):
         return self.bench.parser().parse_args(argv)
+
+
+def vllm_engine_config(args, model_dir: str) -> str | None:
+    """What vLLM's own config classes say of parsed engine arguments (`vllm serve`'s, or an
+    offline benchmark's), the way vLLM builds them before it loads weights (EngineArgs ->
+    VllmConfig), on the model's config.json. Only their value checks (pydantic) are
+    reported: other refusals here can be this machine's platform (a CPU build refusing a
+    GPU-only quantization), which is not what this check judges."""
+    import pydantic
+    from vllm.engine.arg_utils import EngineArgs
+
+    args.model = args.tokenizer = model_dir
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            EngineArgs.from_cli_args(args).create_engine_config()
+    except pydantic.ValidationError as err:
+        return "; ".join(f"{'.'.join(map(str, e['loc'])) or err.title}: {e['msg'].removeprefix('Value error, ')}"
+                         for e in err.errors())
+    except Exception:  # noqa: BLE001
+        return None
+    return None
 
 
 class SGLangParsers:
@@ -168,7 +193,7 @@ def offline_parser(engine: str, tool: str):
     return vllm_offline_parser(tool), tool
 
 
-def check_offline(name: str, exp: dict, config: dict, parser) -> list[Problem]:
+def check_offline(name: str, exp: dict, config: dict, parser, models: dict[str, str]) -> list[Problem]:
     from servelab.engines.registry import ENGINES
 
     from servelab.serve.monitors import profiler_knobs
@@ -188,6 +213,10 @@ def check_offline(name: str, exp: dict, config: dict, parser) -> list[Problem]:
             if msg:
                 problems.append(Problem(name, f"{sp} {point_id(client)}", f"{exp['engine']} {exp['tool']}",
                                         with_engine_version(exp["engine"], msg)))
+            elif exp["engine"] == "vllm" and (model := models.get(point_model(exp, knobs))):
+                if refused := vllm_engine_config(parse(cmd[cmd.index(after) + 1:]), model):
+                    problems.append(Problem(name, sp, f"vllm {exp['tool']} engine config", refused))
+                break   # the engine's config is the server point's: one client point checks it
     return problems
 
 
@@ -268,9 +297,63 @@ def check_eval(name: str, exp: dict, parsers: LMEvalParsers) -> list[Problem]:
     return problems
 
 
+@contextlib.contextmanager
+def model_configs(config: dict):
+    """{model: a directory holding its config.json} for the models whose architecture the
+    config states (`shape`) or that were built here (`tiny`), for the engines' config checks."""
+    import json
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="servelab-validate-") as tmp:
+        dirs = {}
+        for name, model in config.get("models", {}).items():
+            built = Path(config.get("paths", {}).get("models", "resources/models")) / name / "config.json"
+            if "shape" in model:
+                (Path(tmp) / name).mkdir()
+                (Path(tmp) / name / "config.json").write_text(json.dumps(model["shape"]["config"]))
+                dirs[name] = str(Path(tmp) / name)
+            elif built.is_file():
+                dirs[name] = str(built.parent.resolve())
+            if name in dirs and model.get("hub"):
+                dirs[model["hub"]] = dirs[name]   # a draft model named by its hub id
+        yield dirs
+
+
+def local_drafts(knobs: dict, models: dict[str, str]) -> dict | None:
+    """The knobs with a draft model named by hub id replaced by its local config (None:
+    a draft whose architecture the config does not state, not checkable here)."""
+    spec = knobs.get("speculative_config")
+    if not isinstance(spec, dict) or "model" not in spec:
+        return knobs
+    if spec["model"] not in models:
+        return None
+    return {**knobs, "speculative_config": {**spec, "model": models[spec["model"]]}}
+
+
+def engine_config_problems(name: str, sp: str, exp: dict, knobs: dict, parser, models: dict[str, str],
+                           profiling: dict) -> list[Problem]:
+    """The engine's own config checks of one server point's processes (vLLM only; a model
+    or draft whose config.json is not known here is not checked)."""
+    model = models.get(point_model(exp, knobs))
+    local = local_drafts(engine_flags(knobs), models)
+    if not hasattr(parser, "engine_config") or model is None or local is None:
+        return []
+    problems = []
+    for role, cmd in launch_commands(exp, {**local, **profiling}, f"servelab-{name}"):
+        if role != "router" and not parse_or_message(parser.serve, parser.server_argv(cmd)):
+            if refused := parser.engine_config(parser.server_argv(cmd), model):
+                problems.append(Problem(name, sp, f"{exp['engine']} {role} engine config", refused))
+    return problems
+
+
 def check_config(config: dict, engines: list[str] | None = None) -> list[Problem]:
     """Problems of every server and client command of the config's experiments
     (of `engines` only, if given)."""
+    with model_configs(config) as models:
+        return check_commands(config, engines, models)
+
+
+def check_commands(config: dict, engines: list[str] | None, models: dict[str, str]) -> list[Problem]:
     from servelab.engines.registry import ENGINES
 
     parsers: dict = {}
@@ -282,7 +365,7 @@ def check_config(config: dict, engines: list[str] | None = None) -> list[Problem
             key = (exp["engine"], exp["tool"])
             if key not in parsers:
                 parsers[key] = offline_parser(*key)
-            problems += check_offline(name, exp, config, parsers[key])
+            problems += check_offline(name, exp, config, parsers[key], models)
             continue
         engine = ENGINES[exp["engine"]]
         if exp["engine"] not in parsers:
@@ -299,6 +382,7 @@ def check_config(config: dict, engines: list[str] | None = None) -> list[Problem
                     msg = parse_or_message(parser.serve, parser.server_argv(cmd))
                 if msg:
                     problems.append(Problem(name, sp, f"{engine.name} {role}", with_engine_version(exp["engine"], msg)))
+            problems += engine_config_problems(name, sp, exp, knobs, parser, models, profiling)
         builtin = config["datasets"][exp["dataset"]].get("builtin")
         for knobs in all_client_points(exp):
             knobs = {**bench_knobs(knobs), **({"profile": True} if profiling else {})}

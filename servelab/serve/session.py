@@ -22,7 +22,7 @@ from pathlib import Path
 
 from servelab.engines import commands, lm_eval_client
 from servelab.serve import conditions, failure, monitors, server_log, topology
-from servelab.run import provenance
+from servelab.run import caches, provenance
 from servelab.fetch import model_facts
 from servelab.engines.registry import ENGINES
 from servelab.atomic import write_text
@@ -119,6 +119,16 @@ def server_env(spec: SessionSpec, tmpdir: str) -> dict:
     root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
     return env
+
+
+def engine_cache_env(engine: str, cache_root: str | Path) -> dict[str, str]:
+    """Engine caches under the workflow's cache directory, keyed by engine release, torch
+    and device (servelab.run.caches): a next start of a shape on the same stack skips its
+    compilation, and no other stack ever reads its entries."""
+    device = (provenance.gpu_models() or [provenance.cpu_model()])[0]
+    key = caches.stack_key(engine, provenance.package_version(*ENGINES[engine].distributions),
+                           provenance.package_version("torch"), device)
+    return caches.cache_env(cache_root, key)
 
 
 def new_session_dir(spec: SessionSpec) -> tuple[str, Path]:

@@ -26,3 +26,16 @@ def test_only_the_sessions_of_this_run_are_counted(tmp_path):
         path.write_text(json.dumps({"experiment": "week01", "wall_s": 1.0}))
     os.utime(old, (time.time() - 3600, time.time() - 3600))
     assert timing.this_runs(tmp_path, since=time.time() - 60) == [new]
+
+
+def test_engine_caches_are_keyed_by_engine_torch_and_device(tmp_path):
+    from servelab.run import caches
+
+    h100 = caches.stack_key("vllm", "0.26.0", "2.11.0+cu130", "NVIDIA H100 80GB HBM3, 580.159.04")
+    assert h100 == "vllm-0.26.0_torch-2.11.0+cu130_NVIDIA_H100_80GB_HBM3_580.159.04"
+    assert caches.stack_key("vllm", "0.26.0", "2.11.0+cu130", "NVIDIA H200, 580.159.04") != h100
+    assert caches.stack_key("vllm", "0.27.0", "2.11.0+cu130", "NVIDIA H100 80GB HBM3, 580.159.04") != h100
+    env = caches.cache_env(tmp_path, h100)
+    assert env["VLLM_CACHE_ROOT"] == str(tmp_path / h100 / "vllm")
+    assert {env[v] for v in ("TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR", "FLASHINFER_WORKSPACE_BASE")} == {
+        str(tmp_path / h100 / name) for name in ("triton", "inductor", "flashinfer")}

@@ -4,11 +4,10 @@ import os
 from servelab.config import checks as servelab_config
 from servelab.run.gpu_slots import assigned_gpus
 from servelab.run.joblog import tee_stderr
-from servelab.serve.session import SessionSpec, log, run
+from servelab.serve.session import SessionSpec, engine_cache_env, log, run
 
 p = snakemake.params.spec
-cache = os.path.abspath(snakemake.params.cache)
-env = {"VLLM_CACHE_ROOT": os.path.join(cache, "vllm"), **p["env"]}
+env = {**engine_cache_env(p["engine"], snakemake.params.cache), **p["env"]}
 spec = SessionSpec(
     experiment=snakemake.wildcards.experiment,
     server_point=snakemake.wildcards.server_point,

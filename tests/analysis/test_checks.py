@@ -14,16 +14,6 @@ H100 = ["NVIDIA H100 80GB HBM3"]
 LLAMA_8B = {"weight_bytes": 16.06e9, "dtype": "bfloat16"}
 
 
-@pytest.fixture
-def bench():
-    return json.loads((DATA / "vllm_bench_serve_rate4.json").read_text())
-
-
-@pytest.fixture
-def record():
-    return json.loads((DATA / "record_rate4.json").read_text())
-
-
 def on_h100(record: dict, bench: dict, itl_ms: float, ttft_ms: float = 30.0) -> dict:
     record["identity"]["hardware"]["gpus"] = H100
     record["model_size"] = LLAMA_8B

@@ -11,16 +11,6 @@ from servelab.analysis import metrics
 DATA = REPO / "tests/data"
 
 
-@pytest.fixture
-def bench():
-    return json.loads((DATA / "vllm_bench_serve_rate4.json").read_text())
-
-
-@pytest.fixture
-def record():
-    return json.loads((DATA / "record_rate4.json").read_text())
-
-
 def test_bench_row_reads_the_saved_json(bench):
     row = metrics.bench_row(bench)
     assert row["completed"] == 40 and row["failed"] == 0

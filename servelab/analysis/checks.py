@@ -102,10 +102,8 @@ def condition_warnings(row: dict) -> list[str]:
 def low_load_ttft_warnings(df, factor: float):
     """TTFT p50 at the lowest load of each server point (and workload) far above the prefill
     floor: the engine is slower than its hardware allows, or the point absorbed a start-up."""
-    if "ttft_floor_ms" not in df.columns or "ttft_p50_ms" not in df.columns or df["ttft_floor_ms"].isna().all():
-        return df
-    load = df["request_rate"] if "request_rate" in df.columns else None
-    if load is None:
+    needed = ("ttft_floor_ms", "ttft_p50_ms", "request_rate")
+    if any(c not in df.columns for c in needed) or df["ttft_floor_ms"].isna().all():
         return df
     keys = [c for c in ("server_point", "workload") if c in df.columns]
     df = df.copy()

@@ -136,7 +136,7 @@ def draw(df: pd.DataFrame, spec: dict, out: str | Path, name: str = "figure") ->
         axes = [(None, grid.ax)]
         if order is not None:
             grid.ax.set_xticks(range(len(order)), labels=order)
-        if df["valid"].astype(bool).any() if "valid" in df.columns else True:
+        if "valid" not in df.columns or df["valid"].astype(bool).any():   # measured, yet nothing to draw
             grid.ax.text(0.5, 0.5, "no values to draw: the engine exported none of these\n"
                          "(e.g. no speculation counters without a speculative config)",
                          ha="center", va="center", transform=grid.ax.transAxes, color="dimgray")

@@ -110,3 +110,15 @@ def test_points_that_were_never_measured_are_drawn_with_their_reason(tmp_path, m
     # every point failed, so the table has no measurement column at all: still a figure
     only_failed = df.iloc[1:].drop(columns=["output_throughput_tps"])
     assert mpimg.imread(plots.draw(only_failed, spec, tmp_path / "none.png")).shape[0] > 200
+
+
+def test_a_counter_the_engine_did_not_export_is_an_empty_figure_that_says_so(tmp_path, monkeypatch):
+    texts = []
+    original = plots.plt.Axes.text
+    monkeypatch.setattr(plots.plt.Axes, "text", lambda self, *a, **k: texts.append(a[2]) or original(self, *a, **k))
+    df = pd.DataFrame({"tpot_p50_ms": [3.0, 4.0], "server_point": ["none", "ngram"], "valid": [True, True]})
+    spec = {"x": "spec_acceptance_rate", "y": "tpot_p50_ms", "kind": "scatter", "xlabel": "a", "ylabel": "b"}
+    assert plots.draw(df, spec, tmp_path / "f.png").stat().st_size > 0
+    assert any("no values to draw" in t for t in texts)
+    with pytest.raises(KeyError, match="no_such_column"):     # an unknown column is still an error
+        plots.draw(df, dict(spec, x="no_such_column"), tmp_path / "g.png")

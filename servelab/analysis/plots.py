@@ -111,6 +111,7 @@ def draw(df: pd.DataFrame, spec: dict, out: str | Path, name: str = "figure") ->
     df = check_columns(df, spec, name)
     data, hue = long_form(df, spec)
     x = spec["x"]
+    drawable = data["_y"].notna().any() and data[x].notna().any()   # before names replace NaN
     order = categorical_x(data[x])
     if order is not None:
         data = data.assign(**{x: data[x].map(format_value)})
@@ -128,7 +129,7 @@ def draw(df: pd.DataFrame, spec: dict, out: str | Path, name: str = "figure") ->
         data[x] = pd.Categorical(data[x], categories=order, ordered=True)
         data = data.sort_values(x)
         plot_kw.update(data=data, **({"sort": False} if kind == "line" else {}))
-    if data["_y"].notna().any() and data[x].notna().any():
+    if drawable:
         grid = sns.relplot(**plot_kw)
         axes = list(grid.axes_dict.items()) if spec.get("col") else [(None, grid.ax)]
     else:  # nothing measured (every point failed): the axes and the failures alone

@@ -111,7 +111,8 @@ def draw(df: pd.DataFrame, spec: dict, out: str | Path, name: str = "figure") ->
     df = check_columns(df, spec, name)
     data, hue = long_form(df, spec)
     x = spec["x"]
-    drawable = data["_y"].notna().any() and data[x].notna().any()   # before names replace NaN
+    x_known = data[x].notna().any()   # before names replace NaN
+    drawable = data["_y"].notna().any() and x_known
     order = categorical_x(data[x])
     if order is not None:
         data = data.assign(**{x: data[x].map(format_value)})
@@ -135,14 +136,14 @@ def draw(df: pd.DataFrame, spec: dict, out: str | Path, name: str = "figure") ->
     else:  # nothing measured (every point failed): the axes and the failures alone
         grid = sns.FacetGrid(data.iloc[:0], height=4, aspect=1.4)
         axes = [(None, grid.ax)]
-        if order is not None:
+        if order is not None and x_known:
             grid.ax.set_xticks(range(len(order)), labels=order)
         if "valid" not in df.columns or df["valid"].astype(bool).any():   # measured, yet nothing to draw
             grid.ax.text(0.5, 0.5, "no values to draw: the engine exported none of these\n"
                          "(e.g. no speculation counters without a speculative config)",
                          ha="center", va="center", transform=grid.ax.transAxes, color="dimgray")
     grid.set_axis_labels(spec["xlabel"], spec["ylabel"])
-    for ax_key, ax in axes:
+    for ax_key, ax in axes if drawable else []:
         sub = data if ax_key is None else data[data[spec["col"]] == ax_key]
         xs = sub[x].cat.codes if order is not None else sub[x]
         if sub["_ci"].notna().any():

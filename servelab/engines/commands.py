@@ -67,14 +67,20 @@ def vllm_bench_serve_args(model: str, served_name: str, port: int, dataset_name:
     ]
 
 
-def vllm_offline_command(tool: str, model: str, engine_knobs: dict, client_knobs: dict,
-                         dataset_name: str, dataset_path: str | None, out_json: str) -> list[str]:
-    """`vllm bench throughput|latency`: the engine runs in the benchmark's own process."""
+def vllm_offline_args(tool: str, model: str, engine_knobs: dict, client_knobs: dict,
+                      dataset_name: str, dataset_path: str | None, out_json: str) -> list[str]:
+    """The arguments of `vllm bench throughput|latency` (the engine runs in the benchmark's process)."""
     dataset = []
     if tool == "throughput":
         dataset = ["--dataset-name", dataset_name] + (["--dataset-path", dataset_path] if dataset_path else [])
-    return [sys.executable, "-m", "servelab.engines.vllm_cli", "bench", tool, "--model", model, *dataset,
-            "--output-json", out_json, *to_flags(engine_knobs), *to_flags(client_knobs)]
+    return ["--model", model, *dataset, "--output-json", out_json, *to_flags(engine_knobs), *to_flags(client_knobs)]
+
+
+def vllm_offline_command(tool: str, model: str, engine_knobs: dict, client_knobs: dict,
+                         dataset_name: str, dataset_path: str | None, out_json: str) -> list[str]:
+    """The standalone `vllm bench throughput|latency` of one point."""
+    return [sys.executable, "-m", "servelab.engines.vllm_cli", "bench", tool,
+            *vllm_offline_args(tool, model, engine_knobs, client_knobs, dataset_name, dataset_path, out_json)]
 
 
 def shell_line(cmd: list[str]) -> str:

@@ -2,6 +2,7 @@
 
     python -m servelab.engines.hf_static --model DIR --dataset-name sharegpt --dataset-path F \
         --num-prompts 300 --batch-size 16 --output-json out.json
+    python -m servelab.engines.hf_static plan PLAN.json STATUS.jsonl   # many points, one model load
 
 Requests are taken in order, B at a time; each batch is padded on the left and
 decodes until its longest request is done (EOS ignored, as `vllm bench
@@ -115,14 +116,18 @@ def run_static(model, requests: list[tuple[list[int], int]], batch_size: int, pa
     }
 
 
-def main(argv: list[str] | None = None) -> None:
+def parse_args(argv: list[str]):
     args = parser().parse_args(argv)
     if args.dataset_name == "sharegpt" and not args.dataset_path:
         raise SystemExit("servelab.engines.hf_static: --dataset-name sharegpt needs --dataset-path")
+    return args
+
+
+def load_model(args):
+    """(model, tokenizer, device) as the arguments ask."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    torch.manual_seed(args.seed)
     device = args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
     tokenizer = AutoTokenizer.from_pretrained(args.model)
     if args.load_format == "dummy":
@@ -134,6 +139,18 @@ def main(argv: list[str] | None = None) -> None:
             model = AutoModelForCausalLM.from_config(config, dtype=dtype).eval()
     else:
         model = AutoModelForCausalLM.from_pretrained(args.model, dtype=args.dtype).to(device).eval()
+    return model, tokenizer, device
+
+
+def engine_key(args) -> str:
+    """What the loaded model depends on: points that agree share one load."""
+    return repr((args.model, args.dtype, args.device, args.load_format))
+
+
+def benchmark(args, model, tokenizer, device) -> dict:
+    import torch
+
+    torch.manual_seed(args.seed)
     if args.dataset_name == "sharegpt":
         requests = sharegpt_requests(args.dataset_path, args.num_prompts, tokenizer, args.seed)
     else:
@@ -147,7 +164,33 @@ def main(argv: list[str] | None = None) -> None:
     print(f"static batching: {result['requests_per_second']:.2f} requests/s, "
           f"{result['output_tokens_per_second']:.1f} output tokens/s, "
           f"{100 * result['padding_fraction']:.1f}% of decode slots idle", flush=True)
+    return result
+
+
+def run_plan_file(plan_path: str, status_path: str) -> int:
+    """`plan PLAN STATUS`: every point of the plan (servelab.engines.offline_plan), the
+    model loaded once for the points that agree on it."""
+    from servelab.engines.offline_plan import EngineCache, read_plan, run_plan
+
+    cache = EngineCache(build=load_model)
+
+    def run_point(argv: list[str]) -> None:
+        args = parse_args(argv)
+        print(f"$ python -m servelab.engines.hf_static {' '.join(argv)}", flush=True)
+        benchmark(args, *cache.get(engine_key(args), args))
+
+    run_plan(read_plan(plan_path), status_path, cache, run_point)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["plan"] and len(argv) == 3:
+        return run_plan_file(argv[1], argv[2])
+    args = parse_args(argv)
+    benchmark(args, *load_model(args))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -39,8 +39,18 @@ class VLLM:
 
     def offline_command(self, tool, model, engine_knobs, client_knobs, dataset_name, dataset_path,
                         out_json) -> list[str]:
+        """One point's standalone benchmark (provenance; what the plan's argv mean)."""
         return commands.vllm_offline_command(tool, model, engine_knobs, client_knobs, dataset_name,
                                              dataset_path, out_json)
+
+    def offline_args(self, tool, model, engine_knobs, client_knobs, dataset_name, dataset_path,
+                     out_json) -> list[str]:
+        return commands.vllm_offline_args(tool, model, engine_knobs, client_knobs, dataset_name,
+                                          dataset_path, out_json)
+
+    def offline_plan_command(self, tool: str, plan: str, status: str) -> list[str]:
+        """Many points on one engine per engine configuration (servelab.engines.vllm_offline)."""
+        return [sys.executable, "-m", "servelab.engines.vllm_offline", tool, plan, status]
 
 
 class SGLang:
@@ -104,11 +114,19 @@ class Transformers:
     reset_cache_path = None
     reset_cache_env: dict = {}
 
+    def offline_args(self, tool, model, engine_knobs, client_knobs, dataset_name, dataset_path,
+                     out_json) -> list[str]:
+        dataset = ["--dataset-name", dataset_name] + (["--dataset-path", dataset_path] if dataset_path else [])
+        return ["--model", model, *dataset, "--output-json", out_json,
+                *commands.to_flags(engine_knobs), *commands.to_flags(client_knobs)]
+
     def offline_command(self, tool, model, engine_knobs, client_knobs, dataset_name, dataset_path,
                         out_json) -> list[str]:
-        dataset = ["--dataset-name", dataset_name] + (["--dataset-path", dataset_path] if dataset_path else [])
-        return [sys.executable, "-m", "servelab.engines.hf_static", "--model", model, *dataset,
-                "--output-json", out_json, *commands.to_flags(engine_knobs), *commands.to_flags(client_knobs)]
+        return [sys.executable, "-m", "servelab.engines.hf_static",
+                *self.offline_args(tool, model, engine_knobs, client_knobs, dataset_name, dataset_path, out_json)]
+
+    def offline_plan_command(self, tool: str, plan: str, status: str) -> list[str]:
+        return [sys.executable, "-m", "servelab.engines.hf_static", "plan", plan, status]
 
 
 ENGINES = {"vllm": VLLM(), "sglang": SGLang(), "transformers": Transformers()}

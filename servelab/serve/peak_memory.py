@@ -97,6 +97,11 @@ class PeakMemory:
         self.thread.join()
         self.sample()
 
+    def reset(self) -> None:
+        """Start the peaks afresh (the next point's own, of processes that outlive a point)."""
+        self.peak_rss, self.peak_gpu_mib = 0, None
+        self.sample()
+
     def result(self) -> dict:
         return {"peak_rss_gib": round(self.peak_rss / GIB, 4) if self.peak_rss else None,
                 "peak_gpu_mem_gib": round(self.peak_gpu_mib / 1024, 4) if self.peak_gpu_mib is not None else None}

@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from servelab.engines import commands, lm_eval_client
+from servelab.engines import commands, lm_eval_client, offline_plan
 from servelab.serve import conditions, failure, monitors, server_log, topology
 from servelab.run import caches, provenance
 from servelab.fetch import model_facts
@@ -66,7 +66,10 @@ class SessionSpec:
 
     @property
     def warmup_prompts(self) -> int:
-        return self.setting("warmup_prompts") if self.kind == "serve" else 0
+        """Requests that warm the engine before a measurement: a session's warm-up for a
+        server; `vllm bench throughput`'s own `--num-warmups` before each offline
+        throughput point (`vllm bench latency` warms itself: --num-iters-warmup)."""
+        return self.setting("warmup_prompts") if self.kind == "serve" or self.tool == "throughput" else 0
 
     @property
     def resets_prefix_cache(self) -> bool:
@@ -100,6 +103,8 @@ def point_identity(spec: SessionSpec, client: dict, engine_version: str | None, 
         "client": client,
         "hardware": hardware,
         **({"measurement": measured_as} if spec.kind == "serve" else {}),
+        **({"measurement": {"warmup_prompts": spec.warmup_prompts}} if spec.kind == "offline" and spec.warmup_prompts
+           else {}),
         **({"repeat": repeat} if repeat else {}),
     }
 
@@ -219,6 +224,7 @@ class Launch:
         return ENGINES[self.spec.engine]
 
     warmup: dict | None = None
+    offline_reasons: dict = field(default_factory=dict)   # runner error -> the engine's own reason
     # where the session's time went: server start-ups, warm-ups, client points (seconds)
     timing: dict = field(default_factory=lambda: {"startup_s": 0.0, "warmup_s": 0.0, "points_s": 0.0,
                                                   "drift_s": 0.0})
@@ -470,43 +476,123 @@ def point_record(spec: SessionSpec, key: str, identity: dict, knobs: dict, sessi
     }
 
 
+def offline_batches(spec: SessionSpec, missing: list) -> list[list]:
+    """The runner processes of a session's offline points: one for all of them (an engine
+    per engine configuration), or one per point under a wrapping profiler (nsys, ncu),
+    whose report is then that point's alone."""
+    return [[m] for m in missing] if spec.monitors.get("wrap") else [missing]
+
+
 def measure_offline(launch: Launch, missing: list[tuple[str, dict, dict]]) -> None:
-    """An offline benchmark per missing point (`vllm bench throughput|latency`,
-    servelab.engines.hf_static): the engine lives in the benchmark's process, run in its
-    own process group and torn down like a server. One that exits with an error
-    fails its point (kept); one killed by a signal fails the job."""
+    """The offline benchmark of every missing point (`vllm bench throughput|latency`,
+    servelab.engines.hf_static), run by the engine's plan runner
+    (servelab.engines.offline_plan): the engine is built once per engine configuration,
+    not once per point, and lives in the runner's process, run in its own process group
+    and torn down like a server. A point that raises fails alone (kept); a runner that
+    exits with an error fails the points it did not report; one killed by a signal
+    fails the job."""
     spec, engine, session_dir = launch.spec, launch.engine, launch.session_dir
-    for n, (key, knobs, identity) in enumerate(missing, 1):
-        name = launch.point_name(knobs, identity)
-        file_name = point_id(knobs_swept(knobs, spec)) + (f"-repeat{identity['repeat']}" if "repeat" in identity else "")
-        raw = Path(launch.tmpdir) / f"{key}.json"
-        engine_knobs = {**spec.server_knobs, **monitors.profiler_knobs(spec.monitors, session_dir)}
-        client_knobs = {**bench_knobs(knobs), **({"profile": True} if "torch_profile" in spec.monitors else {})}
-        cmd = monitors.wrap_command(engine.offline_command(spec.tool, spec.model_path, engine_knobs,
-                                                           client_knobs, spec.dataset_name,
-                                                           spec.dataset_path, str(raw)),
+    engine_knobs = {**spec.server_knobs, **monitors.profiler_knobs(spec.monitors, session_dir)}
+    batches = offline_batches(spec, missing)
+    done = 0
+    for b, batch in enumerate(batches):
+        points: dict[str, tuple] = {}
+        for key, knobs, identity in batch:
+            raw = Path(launch.tmpdir) / f"{key}.json"
+            client_knobs = {**offline_warmup(spec, knobs), **bench_knobs(knobs),
+                            **({"profile": True} if "torch_profile" in spec.monitors else {})}
+            args = (spec.tool, spec.model_path, engine_knobs, client_knobs, spec.dataset_name, spec.dataset_path,
+                    str(raw))
+            points[key] = (knobs, identity, raw, engine.offline_args(*args), engine.offline_command(*args))
+        tag = "" if len(batches) == 1 else "-" + offline_file_name(batch[0][1], batch[0][2], spec)
+        plan, status = Path(launch.tmpdir) / f"plan{b}.json", Path(launch.tmpdir) / f"status{b}.jsonl"
+        offline_plan.write_plan(plan, [(key, p[3]) for key, p in points.items()])
+        cmd = monitors.wrap_command(engine.offline_plan_command(spec.tool, str(plan), str(status)),
                                     spec.monitors.get("wrap"), session_dir)
-        launch.serve_cmd = commands.shell_line(cmd)
-        started = time.monotonic()
-        bench = Server(cmd, 0, session_dir / f"{spec.tool}-{file_name}.log", env=launch.env)
-        gpu = (monitors.GpuMonitor(session_dir / f"gpu-{file_name}.csv", spec.monitors["gpu"].get("interval_ms", 500))
+        runner = Server(cmd, 0, session_dir / f"{spec.tool}{tag}.log", env=launch.env)
+        gpu = (monitors.GpuMonitor(session_dir / f"gpu{tag}.csv", spec.monitors["gpu"].get("interval_ms", 500))
                if "gpu" in spec.monitors else contextlib.nullcontext())
-        with bench, gpu, PeakMemory([bench.proc.pid], launch.env) as memory:
-            log(f"[{n}/{len(missing)}] {name}: {spec.engine} {spec.tool} (log {bench.log})")
-            code = bench.proc.wait()
-        launch.facts = server_log.read_facts(bench.log)
-        if code != 0 or not raw.exists():
-            message = f"{spec.engine} {spec.tool} exited with code {code} at point {name}; log: {bench.log}"
+        reported: set[str] = set()
+        with runner, gpu, PeakMemory([runner.proc.pid], launch.env) as memory:
+            log(f"{len(points)} point(s) in one {spec.engine} {spec.tool} process (log {runner.log})")
+            while True:
+                code = runner.proc.poll()   # before reading: all it wrote before exiting is read
+                for outcome in offline_plan.read_status(status):
+                    if outcome["key"] not in reported:
+                        reported.add(outcome["key"])
+                        done += 1
+                        record_offline(launch, points[outcome["key"]], outcome, runner, cmd, memory.result(),
+                                       f"[{done}/{len(missing)}]")
+                        memory.reset()
+                # all reported: stop it now (a profiler wrapping it must see it exit on its own)
+                if code is not None or (len(reported) == len(points) and not spec.monitors.get("wrap")):
+                    break
+                time.sleep(0.5)
+        unreported = [key for key in points if key not in reported]
+        if unreported:
+            message = f"{spec.engine} {spec.tool} exited with code {code} before {len(unreported)} point(s); " \
+                      f"log: {runner.log}"
             if not failure.is_deterministic(code):
-                raise RuntimeError(f"{message}\n{log_tail(bench.log)}")
-            launch.save_failure((key, knobs, identity), failure.PointFailed(
-                f"{spec.tool} benchmark", failure.log_reason(bench.log, message), bench.log, code))
-            continue
-        wall_s = time.monotonic() - started
-        launch.timing["points_s"] += wall_s   # an offline point starts its own engine: start-up included
-        record = launch.record(key, identity, knobs, "", wall_s, memory.result())
-        launch.store.save(key, record, {"bench.json": raw})
-        log(f"[{n}/{len(missing)}] {name}: measured in {wall_s:.1f}s")
+                raise RuntimeError(f"{message}\n{log_tail(runner.log)}")
+            for key in unreported:
+                knobs, identity = points[key][:2]
+                launch.save_failure((key, knobs, identity), failure.PointFailed(
+                    f"{spec.tool} benchmark", failure.log_reason(runner.log, message), runner.log, code))
+
+
+def offline_reason(log_path: Path, key: str, error: str, seen: dict[str, str]) -> str:
+    """The engine's own reason for a failed point, from the point's part of the runner's log
+    (its engine's processes log the root cause there, not in the exception). A point whose
+    engine configuration already failed to start gets that first point's reason."""
+    if error in seen:
+        return seen[error]
+    text = log_tail(log_path, lines=100_000)
+    part = text[text.find(f"{offline_plan.POINT_MARK}{key}"):] if f"{offline_plan.POINT_MARK}{key}" in text else ""
+    seen[error] = failure.engine_reason(part) or error
+    return seen[error]
+
+
+def offline_warmup(spec: SessionSpec, knobs: dict) -> dict:
+    """The benchmark's own warm-up of an offline point (unless the point sets it): a point
+    then measures a warm engine whether it runs first on a new engine or after others."""
+    if spec.tool == "throughput" and spec.warmup_prompts and "num_warmups" not in knobs:
+        return {"num_warmups": spec.warmup_prompts}
+    return {}
+
+
+def offline_file_name(knobs: dict, identity: dict, spec: SessionSpec) -> str:
+    return point_id(knobs_swept(knobs, spec)) + (f"-repeat{identity['repeat']}" if "repeat" in identity else "")
+
+
+def record_offline(launch: Launch, point: tuple, outcome: dict, runner: Server, runner_cmd: list[str],
+                   memory: dict, progress: str) -> None:
+    """Store one point the runner reported: its engine start (when it paid one) is the
+    session's start-up time, its benchmark the point's time."""
+    spec = launch.spec
+    knobs, identity, raw, _, standalone = point
+    key, engine_start_s = outcome["key"], outcome.get("engine_start_s", 0.0)
+    if engine_start_s:
+        launch.startup_s = engine_start_s
+        launch.timing["startup_s"] += engine_start_s
+    launch.facts = server_log.read_facts(runner.log)
+    launch.serve_cmd = commands.shell_line(standalone)   # what reproduces this point on its own
+    name = launch.point_name(knobs, identity)
+    extra = {"offline_runner": {"command": commands.shell_line(runner_cmd), "engine_start_s": engine_start_s,
+                                "engine_reused": not engine_start_s}}
+    if "error" in outcome or not raw.exists():
+        reason = offline_reason(runner.log, key, outcome.get("error") or f"{spec.tool} wrote no result",
+                                launch.offline_reasons)
+        launch.save_failure((key, knobs, identity), failure.PointFailed(f"{spec.tool} benchmark", reason,
+                                                                        runner.log))
+        return
+    launch.timing["points_s"] += outcome["wall_s"]
+    if warmed := offline_warmup(spec, knobs):   # inside the benchmark: it ran, or the point failed
+        launch.warmup = {"num_prompts": warmed["num_warmups"], "completed": warmed["num_warmups"],
+                         "by": "the benchmark's --num-warmups"}
+    record = launch.record(key, identity, knobs, "", outcome["wall_s"], {**memory, **extra})
+    launch.store.save(key, record, {"bench.json": raw})
+    log(f"{progress} {name}: measured in {outcome['wall_s']:.1f}s"
+        + (f" (engine start {engine_start_s:.1f}s)" if engine_start_s else " (engine reused)"))
 
 
 def knobs_swept(knobs: dict, spec: SessionSpec) -> dict:

@@ -5,17 +5,8 @@ import sys
 
 import pytest
 
-from servelab.engines import hf_static
-from servelab.fetch import tiny_model
+from servelab.engines import hf_static, offline_plan
 from servelab.analysis.metrics import offline_row
-
-
-@pytest.fixture(scope="module")
-def model_dir(tmp_path_factory):
-    from conftest import load_config
-
-    recipe = load_config("config/local.yaml")["models"]["tiny_llama"]["tiny"]
-    return tiny_model.build(tmp_path_factory.mktemp("m") / "tiny", recipe)
 
 
 def test_random_lengths_stay_in_their_range_and_follow_the_seed():
@@ -28,18 +19,28 @@ def test_random_lengths_stay_in_their_range_and_follow_the_seed():
         hf_static.random_requests(1, 4, 4, 1.5, 10240, 0)
 
 
-def run(model_dir, tmp_path, ratio):
-    out = tmp_path / f"static-{ratio}.json"
-    subprocess.run([sys.executable, "-m", "servelab.engines.hf_static", "--model", str(model_dir),
-                    "--dataset-name", "random", "--num-prompts", "12", "--batch-size", "4",
-                    "--random-input-len", "16", "--random-output-len", "12",
-                    "--random-range-ratio", str(ratio), "--dtype", "float32", "--output-json", str(out)],
+def point_args(model_dir, out, ratio):
+    return ["--model", str(model_dir), "--dataset-name", "random", "--num-prompts", "12", "--batch-size", "4",
+            "--random-input-len", "16", "--random-output-len", "12",
+            "--random-range-ratio", str(ratio), "--dtype", "float32", "--output-json", str(out)]
+
+
+def test_static_batches_idle_on_uneven_outputs(tiny_model, tmp_path):
+    """One point standalone; the same point and another as one plan, the model loaded once."""
+    run = [sys.executable, "-m", "servelab.engines.hf_static"]
+    subprocess.run([*run, *point_args(tiny_model, tmp_path / "alone.json", 0.0)],
                    check=True, capture_output=True, text=True, timeout=300)
-    return json.loads(out.read_text())
-
-
-def test_static_batches_idle_on_uneven_outputs(model_dir, tmp_path):
-    even, uneven = run(model_dir, tmp_path, 0.0), run(model_dir, tmp_path, 0.9)
+    offline_plan.write_plan(tmp_path / "plan.json", [(f"r{r}", point_args(tiny_model, tmp_path / f"r{r}.json", r))
+                                                     for r in (0.0, 0.9)])
+    subprocess.run([*run, "plan", str(tmp_path / "plan.json"), str(tmp_path / "status.jsonl")],
+                   check=True, capture_output=True, text=True, timeout=300)
+    status = offline_plan.read_status(tmp_path / "status.jsonl")
+    assert [s["key"] for s in status] == ["r0.0", "r0.9"] and not any("error" in s for s in status)
+    assert status[0]["engine_start_s"] > 0 and status[1]["engine_start_s"] == 0   # one model load
+    alone, even, uneven = (json.loads((tmp_path / f).read_text()) for f in ("alone.json", "r0.0.json", "r0.9.json"))
+    # the plan's point is the standalone point: same requests, same batches
+    for key in ("num_requests", "total_num_tokens", "total_output_tokens", "padding_fraction"):
+        assert even[key] == alone[key], key
     assert even["num_requests"] == uneven["num_requests"] == 12
     # equal lengths: every decode slot is used; spread lengths: short requests wait for the longest
     assert even["padding_fraction"] == 0

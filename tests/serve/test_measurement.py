@@ -35,6 +35,7 @@ def test_warmup_and_cache_reset_are_part_of_a_points_identity():
     assert identity_hash(cold) != identity_hash(default)
     offline = session.SessionSpec(**{**spec().__dict__, "kind": "offline", "tool": "latency"})
     assert "measurement" not in session.point_identity(offline, {"batch_size": 1}, "0.32", HW)
+    assert session.offline_warmup(offline, {"batch_size": 1}) == {}   # latency warms itself
     # an engine that offers no reset records none
     hf = session.SessionSpec(**{**spec().__dict__, "engine": "transformers"})
     assert not hf.resets_prefix_cache
@@ -45,3 +46,17 @@ def test_drift_is_the_relative_change_of_the_first_point():
     again = {"p50_ttft_ms": 120.0, "p50_itl_ms": 10.0, "output_throughput": 45.0}
     assert session.drift_of(first, again) == pytest.approx(
         {"p50_ttft_ms": 0.2, "p50_itl_ms": 0.0, "output_throughput": -0.1})
+
+
+def test_offline_throughput_points_warm_up_inside_the_benchmark():
+    """`vllm bench throughput --num-warmups`: the point is warm whether it runs first on a new
+    engine or after others on a shared one (servelab.engines.offline_plan)."""
+    def throughput(**measurement):
+        return session.SessionSpec(**{**spec(**measurement).__dict__, "kind": "offline", "tool": "throughput"})
+
+    assert session.offline_warmup(throughput(), {"num_prompts": 64}) == {"num_warmups": 8}
+    assert session.offline_warmup(throughput(), {"num_warmups": 2}) == {}        # the point's own wins
+    assert session.offline_warmup(throughput(warmup_prompts=0), {"num_prompts": 64}) == {}
+    warm = session.point_identity(throughput(), {"num_prompts": 64}, "0.32", HW)
+    cold = session.point_identity(throughput(warmup_prompts=0), {"num_prompts": 64}, "0.32", HW)
+    assert warm["measurement"] == {"warmup_prompts": 8} and "measurement" not in cold

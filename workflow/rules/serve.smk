@@ -5,7 +5,8 @@
 
 rule session:
     # serve: a server launched once, every client point of the load sweep against it;
-    # offline: `vllm bench throughput|latency` (the engine inside the benchmark, no server)
+    # offline: `vllm bench throughput|latency` or HF static batching, every point of the session
+    # in one runner process, its engine built once per engine configuration (no server)
     input:
         unpack(session_inputs),
     output:

@@ -60,3 +60,12 @@ def test_offline_throughput_points_warm_up_inside_the_benchmark():
     warm = session.point_identity(throughput(), {"num_prompts": 64}, "0.32", HW)
     cold = session.point_identity(throughput(warmup_prompts=0), {"num_prompts": 64}, "0.32", HW)
     assert warm["measurement"] == {"warmup_prompts": 8} and "measurement" not in cold
+
+
+def test_offline_points_share_one_runner_unless_a_profiler_wraps_it():
+    """nsys/ncu wrap a whole process: each point then keeps its own, so a report is one point's."""
+    points = [("k1", {"batch_size": 1}, {}), ("k2", {"batch_size": 8}, {})]
+    offline = session.SessionSpec(**{**spec().__dict__, "kind": "offline", "tool": "latency"})
+    assert session.offline_batches(offline, points) == [points]
+    wrapped = session.SessionSpec(**{**offline.__dict__, "monitors": {"wrap": {"tool": "ncu", "args": {}}}})
+    assert session.offline_batches(wrapped, points) == [[points[0]], [points[1]]]

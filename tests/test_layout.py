@@ -31,7 +31,7 @@ def base_modules() -> set[str]:
 def test_the_root_holds_only_the_map_and_the_shared_helpers():
     loose = {p.stem for p in PACKAGE.glob("*.py")} - {"__init__"}
     assert loose == SHARED
-    assert set(STAGES) == {"config", "fetch", "engines", "serve", "analysis", "run"}
+    assert set(STAGES) == {"config", "fetch", "engines", "serve", "search", "analysis", "run"}
     for stage in STAGES:
         package = importlib.import_module(f"servelab.{stage}")
         assert package.__doc__ and len(package.__doc__.strip().splitlines()) >= 2, stage
@@ -57,7 +57,8 @@ def test_every_module_imports_only_what_its_stage_may():
 
 def test_a_rule_script_imports_from_its_own_stage():
     # which stage each rule file is (workflow/rules/*.smk) and which scripts it runs
-    rule_stage = {"fetch.smk": {"fetch"}, "serve.smk": {"serve", "config"}, "analysis.smk": {"analysis"}}
+    rule_stage = {"fetch.smk": {"fetch"}, "serve.smk": {"serve", "config"}, "search.smk": {"search"},
+                  "analysis.smk": {"analysis"}}
     scripts = {}
     for smk, stages in rule_stage.items():
         text = (REPO / "workflow/rules" / smk).read_text()

@@ -12,6 +12,7 @@ import json
 from servelab.fetch import dummy_weights
 from servelab.config.experiments import all_client_points, enabled_experiments, point_model, server_points, swept_knobs
 from servelab.engines.lm_eval_client import column_prefixes
+from servelab.search import slo as search_slo
 
 # which engines serve, and the offline benchmarks each engine has
 SERVING_ENGINES = ("vllm", "sglang")
@@ -109,6 +110,8 @@ def check(config: dict) -> None:
         needs_prompts = not offline or exp.get("tool") in ("throughput", "static_batch")
         if needs_prompts and not any("num_prompts" in p for p in all_client_points(exp)):
             problems.append(f"{where}.client: num_prompts is missing (set it in args or grid)")
+        if exp.get("search"):
+            problems += search_problems(exp, f"{where}.search", config)
         for fig, spec in exp.get("figures", {}).items():
             joined = [o for o in spec.get("also_from", []) if o in config["experiments"]]
             for other in set(spec.get("also_from", [])) - set(joined):
@@ -127,6 +130,40 @@ def check(config: dict) -> None:
         for name in enabled_experiments(config) if name in config["experiments"]})
     if problems:
         raise ConfigError("invalid config:\n  " + "\n  ".join(problems))
+
+
+def search_problems(exp: dict, where: str, config: dict) -> list[str]:
+    """A search replaces the server grid and the client sweep: each session bisects one load
+    knob, each round chooses configurations from the space."""
+    search, problems = exp["search"], []
+    server, client = exp.get("server", {}), exp.get("client", {})
+    for section, key in (("server", "grid"), ("server", "configs"), ("server", "env_grid"),
+                         ("client", "grid"), ("client", "workloads")):
+        if (server if section == "server" else client).get(key):
+            problems.append(f"{where}: a search chooses its own points; remove {section}.{key}")
+    for key in ("eval", "topology"):
+        if exp.get(key):
+            problems.append(f"{where}: not with {key} (a search measures load points on one server)")
+    if exp.get("kind", "serve") != "serve":
+        problems.append(f"{where}: searches load against a server; kind must be serve")
+    if exp.get("repeats", config.get("repeats", 1)) != 1:
+        problems.append(f"{where}: each load step is measured once; set repeats: 1 for this experiment")
+    load = search["load"]
+    if load["low"] >= load["high"]:
+        problems.append(f"{where}.load: low ({load['low']}) must be below high ({load['high']})")
+    if load["knob"] == "max_concurrency" and not all(float(v).is_integer() for v in (load["low"], load["high"])):
+        problems.append(f"{where}.load: max_concurrency is a whole number of requests")
+    if load["knob"] in client.get("args", {}):
+        problems.append(f"{where}.load.knob: {load['knob']} is also fixed in client.args")
+    both = set(search["space"]) & set(server.get("args", {}))
+    if both:
+        problems.append(f"{where}.space: knob(s) {sorted(both)} are also fixed in server.args")
+    for knob, value in (search.get("start") or {}).items():
+        if value not in search["space"].get(knob, []):
+            problems.append(f"{where}.start.{knob}: {value!r} is not among the space's values "
+                            f"{search['space'].get(knob)}")
+    problems += [f"{where}.slo: {p}" for p in search_slo.check(search["slo"])]
+    return problems
 
 
 def canonical(value) -> str:

@@ -6,6 +6,9 @@ Server points are a cartesian grid of knobs, a list of named configurations
 are a grid, or named workloads each with a grid of its own (`client.workloads`). A
 named configuration may bring its own client section. Each server point becomes one
 Snakemake job; its client points are measured inside that job against one server.
+An experiment with a `search` section searches its server space instead of running it
+whole (servelab.search): its server points are the space's grid, of which a search
+launches few, and each session bisects the load between two client points.
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ RESTART_KNOB = "restart"
 CLIENT_KNOB = "client"
 # client knob: the named workload (`client.workloads`) a load point belongs to
 WORKLOAD_KNOB = "workload"
+# an experiment's search section (servelab.search): space, load, slo, strategy, budget
+SEARCH = "search"
 
 
 def grid_points(grid: dict) -> list[dict]:
@@ -67,9 +72,10 @@ def server_points(exp: dict) -> dict[str, dict]:
     """
     server = exp.get("server", {})
     args, configs = server.get("args", {}), server.get("configs", {})
+    grid = exp[SEARCH]["space"] if exp.get(SEARCH) else server.get("grid", {})
     points, count = {}, 0
-    if server.get("grid") or server.get("env_grid") or not configs:
-        for knobs in grid_points(server.get("grid", {})):
+    if grid or server.get("env_grid") or not configs:
+        for knobs in grid_points(grid):
             for env in grid_points(server.get("env_grid", {})):
                 points[point_id({**knobs, **env})] = {**args, **knobs, **({ENV_KNOB: env} if env else {})}
                 count += 1
@@ -123,6 +129,9 @@ def client_points(exp: dict, server_knobs: dict | None = None) -> list[dict]:
     the grid point; with named workloads, by the workload's args and its own grid)."""
     client = client_section(exp, server_knobs)
     args, grid = client.get("args", {}), client.get("grid", {})
+    if exp.get(SEARCH):   # the ends of the load a session bisects between
+        load = exp[SEARCH]["load"]
+        return [{**args, load["knob"]: load["low"]}, {**args, load["knob"]: load["high"]}]
     workloads = client.get("workloads") or {}
     if not workloads:
         return [{**args, **p} for p in grid_points(grid)]
@@ -157,6 +166,8 @@ def swept_knobs(exp: dict) -> list[str]:
     """The knobs that vary inside an experiment: the columns a figure can use."""
     server = exp.get("server", {})
     out = list(server.get("grid", {})) + list(server.get("env_grid", {}))
+    if exp.get(SEARCH):
+        out += list(exp[SEARCH]["space"]) + [exp[SEARCH]["load"]["knob"]]
     for knobs in (server.get("configs") or {}).values():
         out += [k for k in engine_flags(knobs or {}) if k not in out]
     for knobs in server_points(exp).values():

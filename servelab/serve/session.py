@@ -22,6 +22,7 @@ from pathlib import Path
 
 from servelab.engines import commands, lm_eval_client, offline_plan
 from servelab.serve import conditions, failure, monitors, server_log, topology
+from servelab.serve.load_search import SearchPoints
 from servelab.run import caches, provenance
 from servelab.fetch import model_facts
 from servelab.engines.registry import ENGINES
@@ -60,6 +61,9 @@ class SessionSpec:
     identity_env: dict = field(default_factory=dict)  # the experiment's and the point's env (not the engine's)
     # how each point is measured: repeats, warmup_prompts, reset_prefix_cache, drift_check
     measurement: dict = field(default_factory=dict)
+    # a search session: {knob, low, high, steps, slo}; its load points are bisected
+    # (servelab.serve.load_search) from the first client point, not listed
+    load_search: dict | None = None
 
     def setting(self, key: str):
         return {**MEASUREMENT_DEFAULTS, **self.measurement}[key]
@@ -255,9 +259,7 @@ def measure(launch: Launch, missing: list[tuple[str, dict, dict]]) -> None:
     A server that refuses its configuration, or exits with an error, fails the points
     it was to measure (kept as data); one killed by a signal fails the job."""
     spec = launch.spec
-    passes = sorted({knobs.get(RESTART_KNOB, 0) for _, knobs, _ in missing})
-    for restart in passes:
-        group = [m for m in missing if m[1].get(RESTART_KNOB, 0) == restart]
+    for restart, group in restart_passes(missing):
         launch_dir = launch.session_dir if restart == 0 else launch.session_dir / f"restart{restart}"
         launch_dir.mkdir(exist_ok=True)
         fleet, launch.serve_cmd = launch_plan(spec, launch_dir, launch.env)
@@ -276,10 +278,10 @@ def measure(launch: Launch, missing: list[tuple[str, dict, dict]]) -> None:
                 launch.facts = server_log.read_facts(fleet.facts_from.log,
                                                      server_log.scrape_metrics(fleet.facts_from.base_url))
                 with sidecars(spec, fleet, launch_dir):
-                    launch.warmup = warm_up(launch, group, launch_dir)
+                    launch.warmup = warm_up(launch, first_load(group), launch_dir)
                     measure_points(launch, group, done)
                     if restart == 0 and spec.setting("drift_check"):
-                        check_drift(launch, group, done)
+                        check_drift(launch, group.visited if isinstance(group, SearchPoints) else group, done)
         except ServerError as exc:
             if not failure.is_deterministic(exc.exit_code):
                 raise
@@ -289,6 +291,22 @@ def measure(launch: Launch, missing: list[tuple[str, dict, dict]]) -> None:
             for point in group:
                 if point[0] not in done:
                     launch.save_failure(point, died)
+
+
+def restart_passes(missing) -> list[tuple[int, list]]:
+    """[(restart k, the points measured after the k-th restart)]; a search's bisected
+    points are all measured on the first server."""
+    if isinstance(missing, SearchPoints):
+        return [(0, missing)]
+    passes = sorted({knobs.get(RESTART_KNOB, 0) for _, knobs, _ in missing})
+    return [(k, [m for m in missing if m[1].get(RESTART_KNOB, 0) == k]) for k in passes]
+
+
+def first_load(group) -> dict | None:
+    """The client knobs of the first load point a pass measures (not lm-eval's)."""
+    if isinstance(group, SearchPoints):
+        return group.first_knobs
+    return next((knobs for _, knobs, _ in group if EVAL_KNOB not in knobs), None)
 
 
 def sidecars(spec: SessionSpec, fleet: Fleet, out_dir: Path) -> contextlib.ExitStack:
@@ -302,16 +320,15 @@ def sidecars(spec: SessionSpec, fleet: Fleet, out_dir: Path) -> contextlib.ExitS
     return stack
 
 
-def warm_up(launch: Launch, group: list[tuple[str, dict, dict]], out_dir: Path) -> dict | None:
+def warm_up(launch: Launch, first: dict | None, out_dir: Path) -> dict | None:
     """Requests at the shapes the session will measure (the first load point's workload,
     all at once, another seed) before its first measured point, so that no point absorbs
     the engine's cold start (kernel and graph caches, allocator). Kept in warmup.json."""
     spec = launch.spec
-    loads = [knobs for _, knobs, _ in group if EVAL_KNOB not in knobs]
-    if not spec.warmup_prompts or not loads:
+    if not spec.warmup_prompts or first is None:
         return None
-    knobs = {**bench_knobs(loads[0]), "num_prompts": spec.warmup_prompts, "request_rate": "inf",
-             "seed": int(loads[0].get("seed") or 0) + 1}
+    knobs = {**bench_knobs(first), "num_prompts": spec.warmup_prompts, "request_rate": "inf",
+             "seed": int(first.get("seed") or 0) + 1}
     raw_dir = Path(launch.tmpdir) / "warmup"
     raw_dir.mkdir(exist_ok=True)
     started = time.monotonic()
@@ -601,6 +618,11 @@ def knobs_swept(knobs: dict, spec: SessionSpec) -> dict:
     return {k: v for k, v in knobs.items() if k in varying}
 
 
+def identified(identity: dict) -> tuple[str, dict]:
+    """(store key, identity) of a point."""
+    return identity_hash(identity), identity
+
+
 def run(spec: SessionSpec, view_path: str | Path, retry_failed: bool = False) -> list[dict]:
     """Measure what the store lacks (and, with `retry_failed`, what failed before),
     then write the view of all this session's points."""
@@ -609,20 +631,29 @@ def run(spec: SessionSpec, view_path: str | Path, retry_failed: bool = False) ->
     store = PointStore(spec.store_dir)
     hardware = provenance.hardware()
     engine_version = provenance.package_version(*ENGINES[spec.engine].distributions)
-    points = []
-    # every point once, then every point again: a slow change spreads over all points alike
-    for repeat in range(spec.setting("repeats")):
-        for knobs in spec.client_points:
-            if repeat and EVAL_KNOB in knobs:
-                continue   # lm-eval's accuracy (greedy) needs no repeat
-            identity = point_identity(spec, knobs, engine_version, hardware, repeat)
-            points.append((identity_hash(identity), knobs, identity))
-    missing = [p for p in points if not store.has(p[0]) or (retry_failed and store.load(p[0]).get("failure"))]
-    if any(knobs.get(RESTART_KNOB) for _, knobs, _ in missing):
-        # a warm point means only after the cold ones in the same session: measure the sequence whole
-        missing = points
-    log(f"{spec.experiment}/{spec.server_point}: {len(points)} client point(s), "
-        f"{len(points) - len(missing)} already measured, {len(missing)} to measure")
+    if spec.load_search:
+        search = SearchPoints(spec.load_search, spec.client_points[0], store,
+                              lambda knobs: identified(point_identity(spec, knobs, engine_version, hardware)))
+        points = search.replay()
+        missing = search if next(iter(search), None) else []
+        log(f"{spec.experiment}/{spec.server_point}: load search on {search.knob} from "
+            f"{spec.load_search['low']} to {spec.load_search['high']} ({len(search)} points at most), "
+            f"{len(points)} already measured{', more to measure' if missing else ', done'}")
+    else:
+        points = []
+        # every point once, then every point again: a slow change spreads over all points alike
+        for repeat in range(spec.setting("repeats")):
+            for knobs in spec.client_points:
+                if repeat and EVAL_KNOB in knobs:
+                    continue   # lm-eval's accuracy (greedy) needs no repeat
+                key, identity = identified(point_identity(spec, knobs, engine_version, hardware, repeat))
+                points.append((key, knobs, identity))
+        missing = [p for p in points if not store.has(p[0]) or (retry_failed and store.load(p[0]).get("failure"))]
+        if any(knobs.get(RESTART_KNOB) for _, knobs, _ in missing):
+            # a warm point means only after the cold ones in the same session: measure the sequence whole
+            missing = points
+        log(f"{spec.experiment}/{spec.server_point}: {len(points)} client point(s), "
+            f"{len(points) - len(missing)} already measured, {len(missing)} to measure")
     if missing:
         session_name, session_dir = new_session_dir(spec)
         with tempfile.TemporaryDirectory(prefix="servelab-") as tmpdir:
@@ -633,6 +664,7 @@ def run(spec: SessionSpec, view_path: str | Path, retry_failed: bool = False) ->
                 env.update(ENGINES[spec.engine].reset_cache_env)
             launch = Launch(spec, store, hardware, session_name, session_dir, tmpdir, env)
             (measure_offline if spec.kind == "offline" else measure)(launch, missing)
+            points = search.replay() if spec.load_search else points
             timing = {"experiment": spec.experiment, "server_point": spec.server_point, "kind": spec.kind,
                       "wall_s": round(time.monotonic() - run_started, 2),
                       **{k: round(v, 2) for k, v in launch.timing.items()}}

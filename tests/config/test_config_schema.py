@@ -47,6 +47,9 @@ def test_schema_fills_defaults(local_config):
     (lambda c: c.update(retry_failed="sometimes"), "'sometimes'"),
     # a configuration's name is a name (never a grid point's `knob=value`): they cannot collide
     (lambda c: c["experiments"]["week04"]["server"].update(configs={"max_num_seqs=8": {}}), "'max_num_seqs=8'"),
+    (lambda c: c["experiments"]["study_search_cpu"]["search"]["load"].update(knob="num_prompts"), "'num_prompts'"),
+    (lambda c: c["experiments"]["study_search_cpu"]["search"].update(strategy="bayes"), "'bayes'"),
+    (lambda c: c["experiments"]["study_search_cpu"]["search"]["space"].update(max_num_seqs=[0, 4]), "0"),
 ])
 def test_schema_rejects_bad_values_by_name(local_config, mutate, named):
     mutate(local_config)
@@ -76,6 +79,19 @@ def test_schema_rejects_bad_values_by_name(local_config, mutate, named):
      "experiments.week12.eval.generated_task: 'gsm8k_arith' is not among eval.tasks"),
     (lambda c: c["experiments"]["week12"]["figures"]["pareto"].update(size="weights_gb"),
      "experiments.week12.figures.pareto.size: unknown column 'weights_gb'"),
+    # a search chooses its own points, within its space and load range
+    (lambda c: c["experiments"]["study_search_cpu"]["server"].update(grid={"block_size": [16, 32]}),
+     "experiments.study_search_cpu.search: a search chooses its own points; remove server.grid"),
+    (lambda c: c["experiments"]["study_search_cpu"]["search"].update(start={"max_num_seqs": 3}),
+     "experiments.study_search_cpu.search.start.max_num_seqs: 3 is not among the space's values"),
+    (lambda c: c["experiments"]["study_search_cpu"]["search"]["load"].update(low=128),
+     "experiments.study_search_cpu.search.load: low (128) must be below high (64)"),
+    (lambda c: c["experiments"]["study_search_cpu"]["client"]["args"].update(max_concurrency=4),
+     "experiments.study_search_cpu.search.load.knob: max_concurrency is also fixed in client.args"),
+    (lambda c: c["experiments"]["study_search_cpu"]["search"]["slo"].update(p95_ttft_ms=100),
+     "experiments.study_search_cpu.search.slo: 'p95_ttft_ms' is not a limit servelab knows"),
+    (lambda c: c["experiments"]["study_search_cpu"].update(repeats=3),
+     "experiments.study_search_cpu.search: each load step is measured once; set repeats: 1"),
 ])
 def test_cross_references_are_checked_by_name(local_config, mutate, named):
     mutate(local_config)

@@ -11,7 +11,7 @@ def dry_run_jobs(output: str) -> list[dict]:
     """The jobs of a dry run, as {rule, wildcards, resources} dicts."""
     jobs = []
     for block in re.split(r"\n\s*\n", output):
-        rule = re.search(r"^(?:local)?rule (\w+):", block, re.M)
+        rule = re.search(r"^(?:local)?(?:rule|checkpoint) (\w+):", block, re.M)
         if not rule:
             continue
         wildcards = re.search(r"wildcards: (.*)", block)
@@ -34,8 +34,13 @@ def test_slurm_profile_dry_run_lists_every_experiment_with_its_gpus(tmp_path, co
     jobs = dry_run_jobs(proc.stdout + proc.stderr)
     sessions = {(j["wildcards"]["experiment"], j["wildcards"]["server_point"]): j
                 for j in jobs if j["rule"] == "session"}
-    expected = {(name, sp) for name, exp in course_config["experiments"].items() for sp in server_points(exp)}
+    searches = {name for name, exp in course_config["experiments"].items() if exp.get("search")}
+    expected = {(name, sp) for name, exp in course_config["experiments"].items() for sp in server_points(exp)
+                if name not in searches}
     assert set(sessions) == expected
+    # a search's sessions are known round by round: a preview shows its first plan
+    rounds = {(j["wildcards"]["experiment"], j["wildcards"]["round"]) for j in jobs if j["rule"] == "search_round"}
+    assert searches and rounds == {(name, "0") for name in searches}
     tables = {j["wildcards"]["experiment"] for j in jobs if j["rule"] == "metrics_table"}
     assert tables == set(course_config["experiments"])
     for (name, sp), job in sessions.items():

@@ -30,6 +30,7 @@ spec = SessionSpec(
     monitors=p["monitors"],
     identity_env=p["identity_env"],
     measurement=p["measurement"],
+    load_search=p["load_search"],
     eval_include_path=os.path.abspath(snakemake.input.eval_tasks) if "eval_tasks" in snakemake.input.keys() else None,
 )
 with tee_stderr(snakemake.log[0]):

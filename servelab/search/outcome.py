@@ -1,0 +1,99 @@
+"""What a search learnt: each configuration's goodput from its session's points, the
+rounds in order, and the best configuration with its SLO margins and serve command.
+
+A configuration's goodput is the output throughput (tokens/s) measured at the highest
+load that met the SLO; 0 when even the lowest load missed it (or the server refused
+the configuration), with the reason kept.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+
+from servelab.config.experiments import point_id
+from servelab.search import slo as slo_check
+
+
+# servelab's entry point to vLLM's own CLI (servelab.engines.vllm_cli): `vllm serve` itself
+VLLM_CLI = ["-m", "servelab.engines.vllm_cli", "serve"]
+SESSION_FLAGS = ("--host", "--port", "--served-model-name")
+
+
+def as_vllm_serve(command: str | None) -> str | None:
+    """The session's server command as a user types it: `vllm serve MODEL --flags`, its
+    host, port and served name left out (any free port serves)."""
+    words = shlex.split(command or "")
+    if words[1:4] != VLLM_CLI:
+        return command
+    kept, skip = [], False
+    for word in words[4:]:
+        if not skip and word not in SESSION_FLAGS:
+            kept.append(word)
+        skip = not skip and word in SESSION_FLAGS
+    return shlex.join(["vllm", "serve", *kept])
+
+
+def read_view(view_file: str | Path, store_dir: str | Path) -> list[tuple[dict, dict | None]]:
+    """[(record, its saved benchmark result or None)] of one session view."""
+    out = []
+    for record in json.loads(Path(view_file).read_text()):
+        bench_file = Path(store_dir) / record["key"] / "bench.json"
+        out.append((record, None if record.get("failure") else json.loads(bench_file.read_text())))
+    return out
+
+
+def config_outcome(points: list[tuple[dict, dict | None]], load_knob: str, slo: dict) -> dict:
+    """Goodput, the highest load that met the SLO, its margins, and why no higher load did."""
+    judged = []
+    for record, bench in points:
+        met, margins, why = slo_check.judge(slo, bench, record.get("failure"))
+        judged.append((record["client_knobs"][load_knob], met, margins, why, bench or {}, record))
+    passing = [j for j in judged if j[1]]
+    out = {"points": len(judged), "max_load": None, "goodput_tps": 0.0, "request_throughput_rps": None,
+           "margins": {}, "serve_command": None, "limited_by": ""}
+    if passing:
+        load, _, margins, _, bench, record = max(passing, key=lambda j: j[0])
+        out.update(max_load=load, goodput_tps=bench.get("output_throughput") or 0.0,
+                   request_throughput_rps=bench.get("request_throughput"), margins=margins,
+                   serve_command=(record.get("provenance") or {}).get("serve_command"))
+    above = sorted((j for j in judged if not j[1] and (out["max_load"] is None or j[0] > out["max_load"])),
+                   key=lambda j: j[0])
+    if above:
+        out["limited_by"] = f"at {load_knob}={above[0][0]}: {above[0][3]}"
+    elif passing:
+        out["limited_by"] = f"met at the highest load searched ({load_knob}={out['max_load']})"
+    return out
+
+
+def rounds_table(rounds: list[dict], outcomes: dict[str, dict]) -> list[dict]:
+    """One row per configuration tried, in the order tried: its round, knobs and outcome."""
+    rows = []
+    for plan in rounds:
+        for config in plan["configs"]:
+            sp = point_id(config)
+            o = outcomes[sp]
+            rows.append({"round": plan["round"], "server_point": sp, **config,
+                         "goodput_tps": o["goodput_tps"], "max_load": o["max_load"],
+                         "request_throughput_rps": o["request_throughput_rps"], "points": o["points"],
+                         **{f"margin_{k}": v for k, v in o["margins"].items()}, "limited_by": o["limited_by"]})
+    return rows
+
+
+def best_config(rows: list[dict], outcomes: dict[str, dict], search: dict) -> dict:
+    """The best configuration tried (highest goodput, the first on a tie), as best.json holds it."""
+    launches = len(rows)
+    if not rows or max(r["goodput_tps"] for r in rows) <= 0:
+        return {"found": False, "launches": launches, "rounds": len({r["round"] for r in rows}),
+                "reason": "no configuration tried met the SLO at the lowest load",
+                "slo": search["slo"], "load": search["load"]}
+    row = max(rows, key=lambda r: r["goodput_tps"])
+    o = outcomes[row["server_point"]]
+    return {"found": True, "server_point": row["server_point"],
+            "config": {k: row[k] for k in search["space"]},
+            "goodput_tps": o["goodput_tps"], "request_throughput_rps": o["request_throughput_rps"],
+            "max_load": {search["load"]["knob"]: o["max_load"]}, "slo": search["slo"], "slo_margins": o["margins"],
+            "limited_by": o["limited_by"], "vllm_serve": as_vllm_serve(o["serve_command"]),
+            "serve_command": o["serve_command"],
+            "launches": launches, "rounds": len({r["round"] for r in rows}), "strategy": search["strategy"]}

@@ -1,0 +1,77 @@
+"""From a search's stored points to each configuration's goodput, the next round, the
+table of every configuration tried and the best one with its `vllm serve` command."""
+import json
+
+from conftest import REPO
+from servelab.config.experiments import point_id
+from servelab.search import outcome, progress
+
+BENCH = json.loads((REPO / "tests/data/vllm_bench_serve_rate4.json").read_text())   # a real saved result
+SEARCH = {"space": {"max_num_seqs": [1, 4, 16]}, "load": {"knob": "max_concurrency", "low": 1, "high": 32},
+          "slo": {"p99_ttft_ms": 200}, "strategy": "coordinate"}
+COMMAND = ("/venv/bin/python -m servelab.engines.vllm_cli serve /models/tiny --host 127.0.0.1 --port 41234 "
+           "--served-model-name servelab-s --max-num-seqs {seqs} --override-generation-config '{{\"top_k\": 1}}'")
+
+
+def session(tmp_path, seqs: int, ttft_by_load: dict, refused: str | None = None) -> str:
+    """A session view and its stored points, as the session rule writes them."""
+    view, store = [], tmp_path / "store"
+    for n, (load, ttft) in enumerate(ttft_by_load.items()):
+        key = f"k{seqs}_{n}"
+        record = {"key": key, "client_knobs": {"num_prompts": 64, "max_concurrency": load},
+                  "provenance": {"serve_command": COMMAND.format(seqs=seqs)}}
+        (store / key).mkdir(parents=True)
+        if refused:
+            record["failure"] = {"stage": "server start-up", "reason": refused}
+        else:
+            (store / key / "bench.json").write_text(json.dumps({**BENCH, "p99_ttft_ms": ttft, "failed": 0,
+                                                                "output_throughput": 10.0 * load}))
+        view.append(record)
+    path = tmp_path / "sessions" / f"{point_id({'max_num_seqs': seqs})}.json"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(json.dumps(view))
+    return str(path)
+
+
+def test_goodput_is_the_throughput_at_the_highest_load_that_met_the_slo(tmp_path):
+    view = session(tmp_path, 4, {1: 50.0, 32: 900.0, 6: 150.0, 16: 400.0})
+    o = outcome.config_outcome(outcome.read_view(view, tmp_path / "store"), "max_concurrency", SEARCH["slo"])
+    assert o["max_load"] == 6 and o["goodput_tps"] == 60.0 and o["margins"] == {"p99_ttft_ms": 50.0}
+    assert o["limited_by"] == "at max_concurrency=16: p99_ttft_ms 400.0 > 200"
+    assert o["points"] == 4
+
+
+def test_a_refused_configuration_has_no_goodput_and_keeps_the_engine_reason(tmp_path):
+    view = session(tmp_path, 1, {1: 0.0}, refused="ValueError: max_num_seqs too small")
+    o = outcome.config_outcome(outcome.read_view(view, tmp_path / "store"), "max_concurrency", SEARCH["slo"])
+    assert o["goodput_tps"] == 0.0 and o["max_load"] is None
+    assert "server start-up: ValueError: max_num_seqs too small" in o["limited_by"]
+
+
+def test_rounds_plan_from_what_was_measured_and_the_summary_names_the_best(tmp_path):
+    store = str(tmp_path / "store")
+    round0 = progress.plan_round(0, SEARCH, [], [], store)
+    assert round0["configs"] == [{"max_num_seqs": 4}] and round0["best_so_far"] is None
+    views = [session(tmp_path, 4, {1: 50.0, 32: 900.0, 6: 150.0})]
+    round1 = progress.plan_round(1, SEARCH, [round0], views, store)
+    assert round1["configs"] == [{"max_num_seqs": 1}, {"max_num_seqs": 16}]
+    assert round1["best_so_far"] == {"config": {"max_num_seqs": 4}, "goodput_tps": 60.0}
+    views += [session(tmp_path, 1, {1: 0.0}, refused="ValueError: no"), session(tmp_path, 16, {1: 40.0, 32: 120.0})]
+    round2 = progress.plan_round(2, SEARCH, [round0, round1], views, store)
+    assert round2["configs"] == [] and round2["last_reason"].startswith("converged")
+    rows, best = progress.summary(SEARCH, [round0, round1, round2], views, store)
+    assert [(r["round"], r["server_point"], r["goodput_tps"]) for r in rows] == [
+        (0, "max_num_seqs=4", 60.0), (1, "max_num_seqs=1", 0.0), (1, "max_num_seqs=16", 320.0)]
+    assert best["server_point"] == "max_num_seqs=16" and best["max_load"] == {"max_concurrency": 32}
+    assert best["launches"] == 3 and best["rounds"] == 2 and best["stopped"].startswith("converged")
+    assert best["vllm_serve"] == ("vllm serve /models/tiny --max-num-seqs 16 "
+                                  "--override-generation-config '{\"top_k\": 1}'")
+
+
+def test_a_search_where_nothing_met_the_slo_says_so(tmp_path):
+    views = [session(tmp_path, 4, {1: 900.0})]
+    plan = {"round": 0, "configs": [{"max_num_seqs": 4}], "last_reason": ""}
+    rows, best = progress.summary(SEARCH, [plan, {"round": 1, "configs": [], "last_reason": "x"}], views,
+                                  str(tmp_path / "store"))
+    assert not best["found"] and best["launches"] == 1 and "met the SLO" in best["reason"]
+    assert rows[0]["limited_by"] == "at max_concurrency=1: p99_ttft_ms 900.0 > 200"

@@ -12,6 +12,7 @@ configfile: "config/config.yaml"
 include: "workflow/rules/common.smk"
 include: "workflow/rules/fetch.smk"
 include: "workflow/rules/serve.smk"
+include: "workflow/rules/search.smk"
 include: "workflow/rules/analysis.smk"
 
 

@@ -1,3 +1,3 @@
 """What is made from measurements, with no engine running: one tidy row per point
 (metrics), the hardware's floor (roofline), and the figures declared in config (plots)."""
-MAY_IMPORT = ("config", "fetch", "engines", "serve")
+MAY_IMPORT = ("config", "fetch", "engines", "serve", "search")

@@ -87,7 +87,8 @@ def experiment_files(results: Path, name: str) -> list[Path]:
     """What an experiment's result holds, relative to the project root: tables, figures,
     views, and for every point in the views its record, raw JSON and session logs."""
     exp_dir = results / name
-    files = [*sorted(exp_dir.glob("*.csv")), *sorted(exp_dir.glob("*.png")), *sorted(exp_dir.glob("sessions/*.json"))]
+    files = [*sorted(exp_dir.glob("*.csv")), *sorted(exp_dir.glob("*.png")), *sorted(exp_dir.glob("sessions/*.json")),
+             *sorted(exp_dir.glob("search/*"))]   # a search's round plans, tried.csv, best.json, figures
     sessions = set()
     for view in sorted(exp_dir.glob("sessions/*.json")):
         for record in json.loads(view.read_text()):
@@ -100,6 +101,21 @@ def experiment_files(results: Path, name: str) -> list[Path]:
     return files
 
 
+def expected_views(exp_dir: Path, exp: dict) -> list[Path]:
+    """The session views a complete experiment holds: every server point's, or those its
+    search's rounds launched (servelab/search), in the space's order."""
+    from servelab.config.experiments import point_id, server_points
+
+    points = list(server_points(exp))
+    if exp.get("search"):
+        launched = {point_id(c) for plan in exp_dir.glob("search/round*.json")
+                    for c in json.loads(plan.read_text())["configs"]}
+        if not (exp_dir / "search/best.json").is_file():
+            return [exp_dir / "search/best.json"]    # the search has not ended
+        points = [sp for sp in points if sp in launched]
+    return [exp_dir / "sessions" / f"{sp}.json" for sp in points]
+
+
 def build(project: Path, config: dict, experiments: list[str], out: Path, allow_dirty: bool = False,
           workflow_dir: Path | None = None) -> dict:
     """Write the archive `out` (a zip); return a summary {files, bytes, commit, dirty}."""
@@ -107,7 +123,6 @@ def build(project: Path, config: dict, experiments: list[str], out: Path, allow_
     from rocrate.rocrate import ROCrate
 
     from servelab.run import provenance
-    from servelab.config.experiments import server_points
 
     project, out = Path(project), Path(out)
     state = workflow_state(Path(workflow_dir or project), allow_dirty)
@@ -127,8 +142,7 @@ def build(project: Path, config: dict, experiments: list[str], out: Path, allow_
             (stage / "environment" / name).write_text(text)
         (stage / "environment" / "hardware.json").write_text(json.dumps(provenance.hardware(), indent=2))
         for name in experiments:
-            views = [project / "results" / name / "sessions" / f"{sp}.json"
-                     for sp in server_points(config["experiments"][name])]
+            views = expected_views(project / "results" / name, config["experiments"][name])
             if missing := [str(v.relative_to(project)) for v in views if not v.is_file()]:
                 raise ArchiveError(f"experiment {name} is not complete (missing {missing}): run snakemake "
                                    f"to completion before archiving")
@@ -181,7 +195,7 @@ def rebuild(root: Path, out: Path) -> dict:
     """Every table from the archived raw JSON, compared with the archived table; every figure redrawn."""
     import pandas as pd
 
-    from servelab.analysis import metrics, plots
+    from servelab.analysis import metrics, plots, search_plots
     from servelab.config.experiments import server_points
 
     config = yaml.safe_load((root / "config.yaml").read_text())
@@ -205,6 +219,12 @@ def rebuild(root: Path, out: Path) -> dict:
             joined = [tables[n] for n in [name, *spec.get("also_from", [])] if n in tables]
             plots.draw(pd.concat(joined, ignore_index=True), spec, out / name / f"{fig}.png", name=fig)
             figures += 1
+        if search := config["experiments"][name].get("search"):
+            archived = root / "results" / name / "search"
+            search_plots.draw_all(out / name / "metrics.csv", archived / "tried.csv",
+                                  json.loads((archived / "best.json").read_text()), search,
+                                  {f: out / name / f"search_{f}.png" for f in ("goodput", "frontier", "pareto")})
+            figures += 3
     return {"tables": len(tables), "rows": sum(len(t) for t in tables.values()), "figures": figures}
 
 

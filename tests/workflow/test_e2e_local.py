@@ -7,6 +7,7 @@ mid-sweep, and a sweep across a server restart.
 import json
 import math
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -313,6 +314,78 @@ def test_failed_points_are_kept_until_retry_failed_is_asked_for(workdir, first_r
     assert "Nothing to be done" in snakemake(workdir, *args, "-n").stdout
     retry = rules_to_run(workdir, *args, "--config", "retry_failed=true")
     assert retry["session"] == 1 and retry["metrics_table"] == 1
+
+
+# the CPU search (config/local.yaml) at its smallest: three configurations, two launches,
+# one bisection step after the ends of the load
+SEARCH = {"run": ["study_search_cpu"], "experiments": {"study_search_cpu": {
+    "client": {"args": {"num_prompts": 16}},
+    "search": {"space": {"max_num_seqs": [1, 4, 16], "max_num_batched_tokens": [512]},
+               "load": {"steps": 1}, "budget": {"launches": 2}}}}}
+
+
+def test_a_search_launches_configurations_in_rounds_bisects_the_load_and_resumes(workdir, first_run):
+    """Round 0 launches the start, round 1 a neighbour the budget allows; each session's
+    loads follow the bisection of what it measured; the best configuration comes with
+    its `vllm serve` command and figures; a lost point is measured again alone."""
+    from servelab.search import slo as slo_check
+    from servelab.search.load_bisection import LoadBisection
+
+    args = with_overlay(workdir, "search.yaml", SEARCH)
+    search = load_config(*CONFIGS, "search.yaml", base=workdir)["experiments"]["study_search_cpu"]["search"]
+    proc = snakemake(workdir, *args)
+    exp = workdir / "results/study_search_cpu"
+    rounds = [json.loads((exp / f"search/round{r}.json").read_text()) for r in range(3)]
+    assert rounds[0]["configs"] == [{"max_num_seqs": 4, "max_num_batched_tokens": 512}]
+    assert rounds[1]["configs"] == [{"max_num_seqs": 1, "max_num_batched_tokens": 512}]
+    assert rounds[2]["configs"] == [] and rounds[2]["last_reason"] == "the launch budget is spent"
+    launched = ["max_num_seqs=1+max_num_batched_tokens=512", "max_num_seqs=4+max_num_batched_tokens=512"]
+    assert sorted(p.stem for p in (exp / "sessions").glob("*.json")) == launched   # not the whole space
+    views = {sp: json.loads((exp / f"sessions/{sp}.json").read_text()) for sp in launched}
+    for sp, records in views.items():
+        ends = search["load"]
+        bisection = LoadBisection(ends["low"], ends["high"], ends["steps"], integer=True)
+        for r in records:
+            load = r["client_knobs"]["max_concurrency"]
+            assert load == bisection.next_load(), (sp, [x["client_knobs"]["max_concurrency"] for x in records])
+            bench = None if r.get("failure") else json.loads((exp / "store" / r["key"] / "bench.json").read_text())
+            bisection.observe(load, slo_check.judge(search["slo"], bench, r.get("failure"))[0])
+        assert bisection.next_load() is None    # the session measured the whole bisection
+    tried = pd.read_csv(exp / "search/tried.csv")
+    assert list(tried["round"]) == [0, 1] and list(tried["server_point"]) == launched[::-1]
+    best = json.loads((exp / "search/best.json").read_text())
+    assert best["launches"] == 2 and best["rounds"] == 2
+    if best["found"]:
+        assert best["goodput_tps"] == tried["goodput_tps"].max() > 0
+        assert best["vllm_serve"].startswith("vllm serve ") and "--port" not in best["vllm_serve"]
+        assert f"--max-num-seqs {best['config']['max_num_seqs']}" in best["vllm_serve"]
+        assert f"search study_search_cpu: best {best['server_point']}" in proc.stdout + proc.stderr
+    table = pd.read_csv(exp / "metrics.csv")
+    assert len(table) == sum(len(v) for v in views.values()) and table["max_concurrency"].notna().all()
+    for figure in ("goodput", "frontier", "pareto"):
+        assert (exp / f"search/{figure}.png").stat().st_size > 10_000
+    assert "Nothing to be done" in snakemake(workdir, *args, "-n").stdout
+
+    # the round-1 session's last point lost, as if its job died there: a rerun measures it alone
+    sp = launched[0]
+    records = views[sp]
+    shutil.rmtree(exp / "store" / records[-1]["key"])
+    (exp / f"sessions/{sp}.json").unlink()
+    snakemake(workdir, *args)
+    log = (workdir / f"logs/study_search_cpu/{sp}.session.log").read_text()
+    assert f"{len(records) - 1} already measured, more to measure" in log
+    again = json.loads((exp / f"sessions/{sp}.json").read_text())
+    assert [r["key"] for r in again][:len(records) - 1] == [r["key"] for r in records][:-1]
+    assert len(list((exp / "store/sessions").glob(f"{sp}-*"))) == 2   # one more session, for that config only
+
+    # archived for a paper, the search's views, plans and figures come along and rebuild
+    snakemake(workdir, *args, "paper_archive", "--config", "archive_allow_dirty=True")
+    archive = workdir / "archive/servelab-archive.zip"
+    proc = subprocess.run([sys.executable, "-m", "servelab.run.archive", "verify", str(archive), "--rebuild",
+                           str(workdir / "verified")], capture_output=True, text=True, cwd=workdir)
+    assert proc.returncode == 0 and "1 tables" in proc.stdout, proc.stdout + proc.stderr[-3000:]
+    assert (workdir / "verified/archive/results/study_search_cpu/search/best.json").is_file()
+    assert (workdir / "verified/rebuilt/study_search_cpu/search_pareto.png").stat().st_size > 10_000
 
 
 def test_workload_matrix_rows_per_workload_and_concurrency(workdir, first_run):

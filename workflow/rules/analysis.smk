@@ -48,7 +48,7 @@ rule paper_archive:
     input:
         default_targets(),
         # the views too: Snakemake keeps an up-to-date table whose view a failed job deleted
-        [f"results/{name}/sessions/{sp}.json" for name in ex.enabled_experiments(config) for sp in SERVER_POINTS[name]],
+        lambda wildcards: [view for name in ex.enabled_experiments(config) for view in experiment_views(name)],
     output:
         "archive/servelab-archive.zip",
     params:
@@ -62,3 +62,22 @@ rule paper_archive:
         "../../envs/analysis.yaml"
     script:
         "../scripts/paper_archive.py"
+
+
+rule search_figures:
+    input:
+        metrics="results/{experiment}/metrics.csv",
+        tried="results/{experiment}/search/tried.csv",
+        best="results/{experiment}/search/best.json",
+    output:
+        goodput=report("results/{experiment}/search/goodput.png", caption="../report/search.rst", category="{experiment}"),
+        frontier=report("results/{experiment}/search/frontier.png", caption="../report/search.rst", category="{experiment}"),
+        pareto=report("results/{experiment}/search/pareto.png", caption="../report/search.rst", category="{experiment}"),
+    params:
+        search=search_spec,
+    log:
+        "logs/{experiment}/search_figures.log",
+    conda:
+        "../../envs/analysis.yaml"
+    script:
+        "../scripts/plot_search.py"

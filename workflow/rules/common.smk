@@ -53,11 +53,15 @@ wildcard_constraints:
     figure=names_regex({f for exp in EXPERIMENTS.values() for f in exp.get("figures", {})}),
 
 
+SEARCH_OUTPUTS = ("search/best.json", "search/tried.csv", "search/goodput.png", "search/frontier.png",
+                  "search/pareto.png")
+
+
 def experiment_outputs(name):
     exp = EXPERIMENTS[name]
     return [f"results/{name}/metrics.csv"] + [
         f"results/{name}/{figure}.png" for figure in exp.get("figures", {})
-    ]
+    ] + [f"results/{name}/{out}" for out in (SEARCH_OUTPUTS if exp.get("search") else ())]
 
 
 RUN_STARTED = time.time()
@@ -79,16 +83,26 @@ def default_targets():
     return [out for name in ex.enabled_experiments(config) for out in experiment_outputs(name)]
 
 
+def experiment_views(name):
+    """The session views of an experiment: every server point's, or those its search
+    launched (known round by round: servelab/search, workflow/rules/search.smk)."""
+    points = SERVER_POINTS[name]
+    if EXPERIMENTS[name].get("search"):
+        launched = {sp for plan in search_rounds(name) for sp in plan_points(plan)}
+        points = [sp for sp in points if sp in launched]   # in the space's order, as a grid's
+    return [f"results/{name}/sessions/{point}.json" for point in points]
+
+
 def session_views(wildcards):
-    return [
-        f"results/{wildcards.experiment}/sessions/{point}.json"
-        for point in SERVER_POINTS[wildcards.experiment]
-    ]
+    return experiment_views(wildcards.experiment)
 
 
 def configured_points(wildcards):
-    """{server point: the client points its session measures} of an experiment."""
+    """{server point: the client points its session measures} of an experiment (a
+    search's sessions choose their own: None)."""
     exp = EXPERIMENTS[wildcards.experiment]
+    if exp.get("search"):
+        return None
     return {sp: dummy_weights.client_points(config, ex.session_points(exp, knobs))
             for sp, knobs in SERVER_POINTS[wildcards.experiment].items()}
 
@@ -147,6 +161,7 @@ def session_params(wildcards):
         "monitors": servelab_config.active_monitors(config, exp),
         # how its points are measured: the experiment's setting, else the run's
         "measurement": {k: exp.get(k, config[k]) for k in MEASUREMENT_KEYS},
+        "load_search": ({**exp["search"]["load"], "slo": exp["search"]["slo"]} if exp.get("search") else None),
     }
 
 

@@ -1,0 +1,9 @@
+"""Rule search_figures: goodput by configuration tried, the SLO frontier, the Pareto front."""
+import json
+
+from servelab.analysis import search_plots
+from servelab.run.joblog import tee_stderr
+
+with tee_stderr(snakemake.log[0]):
+    search_plots.draw_all(snakemake.input.metrics, snakemake.input.tried, json.load(open(snakemake.input.best)),
+                          snakemake.params.search, dict(snakemake.output.items()))

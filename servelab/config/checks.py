@@ -10,7 +10,8 @@ import hashlib
 import json
 
 from servelab.fetch import dummy_weights
-from servelab.config.experiments import all_client_points, enabled_experiments, point_model, server_points, swept_knobs
+from servelab.config.experiments import (ENV_KNOB, all_client_points, client_points, enabled_experiments, point_model,
+                                         server_points, swept_knobs)
 from servelab.engines.lm_eval_client import column_prefixes
 from servelab.search import slo as search_slo
 
@@ -112,6 +113,7 @@ def check(config: dict) -> None:
             problems.append(f"{where}.client: num_prompts is missing (set it in args or grid)")
         if exp.get("search"):
             problems += search_problems(exp, f"{where}.search", config)
+        problems += lmcache_problems(exp, where)
         for fig, spec in exp.get("figures", {}).items():
             joined = [o for o in spec.get("also_from", []) if o in config["experiments"]]
             for other in set(spec.get("also_from", [])) - set(joined):
@@ -163,6 +165,28 @@ def search_problems(exp: dict, where: str, config: dict) -> list[str]:
             problems.append(f"{where}.start.{knob}: {value!r} is not among the space's values "
                             f"{search['space'].get(knob)}")
     problems += [f"{where}.slo: {p}" for p in search_slo.check(search["slo"])]
+    return problems
+
+
+def lmcache_problems(exp: dict, where: str) -> list[str]:
+    """LMCache settings that run but measure nothing, found on a lent H100 (LMCache 0.5.6,
+    vLLM 0.26), refused before any GPU time is spent:
+    - across a restart, chunk keys differ unless PYTHONHASHSEED is set: the hash chain
+      starts from vLLM's NONE_HASH, random per process (0 hit tokens after the restart);
+    - LMCACHE_LOCAL_DISK "None" does not switch the disk tier off: it is a directory."""
+    problems = []
+    for name, knobs in server_points(exp).items():
+        if (knobs.get("kv_transfer_config") or {}).get("kv_connector") != "LMCacheConnectorV1":
+            continue
+        env = {**exp.get("server", {}).get("env", {}), **knobs.get(ENV_KNOB, {})}
+        if any(p.get("restart", 0) for p in client_points(exp, knobs)) and "PYTHONHASHSEED" not in env:
+            problems.append(f"{where}.server.env [{name}]: LMCache's chunk keys change with every process "
+                            f"unless PYTHONHASHSEED is set, so nothing cached before a restart is found after "
+                            f"it; set PYTHONHASHSEED (and LMCACHE_PRE_CACHING_HASH_ALGORITHM: sha256_cbor)")
+        if str(env.get("LMCACHE_LOCAL_DISK", "")).lower() in ("none", "null", "false", "off"):
+            problems.append(f"{where}.server.env [{name}]: LMCACHE_LOCAL_DISK {env['LMCACHE_LOCAL_DISK']!r} is "
+                            f"read by LMCache as a directory of that name; switch the disk tier off with "
+                            f"LMCACHE_MAX_LOCAL_DISK_SIZE: 0")
     return problems
 
 

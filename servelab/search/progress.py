@@ -24,17 +24,40 @@ def budget(search: dict) -> int:
     return min(search.get("budget", {}).get("launches", size), size)
 
 
+def launches_left(search: dict, costs: list[float]) -> tuple[int, str]:
+    """(launches the next round may use, why none when none): what is left of the launch
+    budget, and of the time budget (`session_s`, server time summed over the launches)
+    at the mean cost of the launches so far. The first round has no cost to go by and is
+    not cut; a round is never cut short once planned, so a search may end past its time
+    budget by the last round's overrun."""
+    left, why = budget(search) - len(costs), "the launch budget is spent"
+    limit = search.get("budget", {}).get("session_s")
+    if limit is None or not costs:
+        return left, why
+    spent = sum(costs)
+    mean = spent / len(costs)
+    fits = int(max(limit - spent, 0) // mean) if mean > 0 else left
+    if fits < left:
+        left, why = fits, (f"the time budget is spent: {spent:.0f} s of {limit:.0f} s used, "
+                           f"a launch has taken {mean:.0f} s")
+    return left, why
+
+
 def plan_round(number: int, search: dict, plans: list[dict], views: list[str], store_dir: str) -> dict:
-    """Round `number`'s plan: {round, configs, last_reason, best_so_far}."""
+    """Round `number`'s plan: {round, configs, last_reason, best_so_far, launches and
+    server time so far}."""
     found = outcomes(search, views, store_dir)
-    tried = [(config, found[point_id(config)]["goodput_tps"]) for plan in plans for config in plan["configs"]]
-    configs, why = strategy.next_round(search.get("strategy", "coordinate"), search["space"], tried,
-                                       budget(search) - len(tried), search.get("start"))
+    configs_tried = [config for plan in plans for config in plan["configs"]]
+    tried = [(config, found[point_id(config)]["goodput_tps"]) for config in configs_tried]
+    costs = [found[point_id(config)]["session_s"] for config in configs_tried]
+    left, spent = launches_left(search, costs)
+    configs, why = strategy.next_round(search.get("strategy", "coordinate"), search["space"], tried, left,
+                                       search.get("start"), spent)
     best = strategy.best(tried)
     return {"round": number, "configs": configs, "last_reason": why,
             "best_so_far": None if best is None else {"config": best,
                                                       "goodput_tps": found[point_id(best)]["goodput_tps"]},
-            "launches_so_far": len(tried)}
+            "launches_so_far": len(tried), "session_s_so_far": round(sum(costs), 1)}
 
 
 def summary(search: dict, plans: list[dict], views: list[str], store_dir: str) -> tuple[list[dict], dict]:
@@ -60,5 +83,6 @@ def describe_best(experiment: str, best: dict) -> str:
     if not best["found"]:
         return f"search {experiment}: {best['reason']} ({best['launches']} launches)"
     return (f"search {experiment}: best {best['server_point']}, goodput {best['goodput_tps']:.1f} tok/s at "
-            f"{best['max_load']} ({best['launches']} launches in {best['rounds']} rounds; {best['stopped']})\n"
+            f"{best['max_load']} ({best['launches']} launches, {best['session_s']:.0f} s of server time, in "
+            f"{best['rounds']} rounds; {best['stopped']})\n"
             f"  {best['vllm_serve']}")

@@ -50,6 +50,8 @@ def test_schema_fills_defaults(local_config):
     (lambda c: c["experiments"]["study_search_cpu"]["search"]["load"].update(knob="num_prompts"), "'num_prompts'"),
     (lambda c: c["experiments"]["study_search_cpu"]["search"].update(strategy="bayes"), "'bayes'"),
     (lambda c: c["experiments"]["study_search_cpu"]["search"]["space"].update(max_num_seqs=[0, 4]), "0"),
+    (lambda c: c["experiments"]["study_search_cpu"]["search"].update(budget={"session_s": 0}), "0"),
+    (lambda c: c["experiments"]["study_search_cpu"]["search"].update(budget={"wall_h": 2}), "'wall_h'"),
 ])
 def test_schema_rejects_bad_values_by_name(local_config, mutate, named):
     mutate(local_config)
@@ -92,6 +94,8 @@ def test_schema_rejects_bad_values_by_name(local_config, mutate, named):
      "experiments.study_search_cpu.search.slo: 'p95_ttft_ms' is not a limit servelab knows"),
     (lambda c: c["experiments"]["study_search_cpu"].update(repeats=3),
      "experiments.study_search_cpu.search: each load step is measured once; set repeats: 1"),
+    (lambda c: c["experiments"]["study_search_cpu"]["search"].update(strategy="grid", budget={"session_s": 600}),
+     "experiments.study_search_cpu.search.budget.session_s: a grid is one round and has no later round to cut"),
 ])
 def test_cross_references_are_checked_by_name(local_config, mutate, named):
     mutate(local_config)

@@ -13,12 +13,14 @@ COMMAND = ("/venv/bin/python -m servelab.engines.vllm_cli serve /models/tiny --h
            "--served-model-name servelab-s --max-num-seqs {seqs} --override-generation-config '{{\"top_k\": 1}}'")
 
 
-def session(tmp_path, seqs: int, ttft_by_load: dict, refused: str | None = None) -> str:
+def session(tmp_path, seqs: int, ttft_by_load: dict, refused: str | None = None, startup_s: float = 0.0,
+            point_s: float = 0.0) -> str:
     """A session view and its stored points, as the session rule writes them."""
     view, store = [], tmp_path / "store"
     for n, (load, ttft) in enumerate(ttft_by_load.items()):
         key = f"k{seqs}_{n}"
         record = {"key": key, "client_knobs": {"num_prompts": 64, "max_concurrency": load},
+                  "session": f"s{seqs}", "server_startup_s": startup_s, "client_wall_s": point_s,
                   "provenance": {"serve_command": COMMAND.format(seqs=seqs)}}
         (store / key).mkdir(parents=True)
         if refused:
@@ -75,3 +77,26 @@ def test_a_search_where_nothing_met_the_slo_says_so(tmp_path):
                                   str(tmp_path / "store"))
     assert not best["found"] and best["launches"] == 1 and "met the SLO" in best["reason"]
     assert rows[0]["limited_by"] == "at max_concurrency=1: p99_ttft_ms 900.0 > 200"
+
+
+def test_a_time_budget_cuts_the_next_round_to_what_fits_and_then_ends_the_search(tmp_path):
+    space = {"max_num_seqs": [1, 2, 4, 8, 16]}
+    search = {**SEARCH, "space": space, "start": {"max_num_seqs": 4}, "budget": {"session_s": 200}}
+    store = str(tmp_path / "store")
+    round0 = progress.plan_round(0, search, [], [], store)
+    assert round0["configs"] == [{"max_num_seqs": 4}]            # nothing measured yet: never cut
+    # one launch: a 60 s start-up and three points of 10 s (the start-up counted once)
+    views = [session(tmp_path, 4, {1: 50.0, 16: 400.0, 6: 150.0}, startup_s=60.0, point_s=10.0)]
+    round1 = progress.plan_round(1, search, [round0], views, store)
+    assert round1["session_s_so_far"] == 90.0
+    assert round1["configs"] == [{"max_num_seqs": 2}]           # 110 s left fit one 90 s launch, not two
+    views.append(session(tmp_path, 2, {1: 60.0, 16: 300.0}, startup_s=50.0, point_s=5.0))
+    round2 = progress.plan_round(2, search, [round0, round1], views, store)
+    assert round2["configs"] == []
+    assert round2["last_reason"] == "the time budget is spent: 150 s of 200 s used, a launch has taken 75 s"
+    rows, best = progress.summary(search, [round0, round1, round2], views, store)
+    assert [r["session_s"] for r in rows] == [90.0, 60.0] and best["session_s"] == 150.0
+    assert "150 s of server time" in progress.describe_best("s", best)
+    # without the time budget the same measurements go on to the untried neighbour
+    assert progress.plan_round(2, SEARCH | {"space": space, "start": {"max_num_seqs": 4}}, [round0, round1],
+                               views, store)["configs"] == [{"max_num_seqs": 8}]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 
 from servelab.fetch import dummy_weights
 from servelab.config.experiments import (ENV_KNOB, all_client_points, client_points, enabled_experiments, point_model,
@@ -176,7 +177,9 @@ def lmcache_problems(exp: dict, where: str) -> list[str]:
     vLLM 0.26), refused before any GPU time is spent:
     - across a restart, chunk keys differ unless PYTHONHASHSEED is set: the hash chain
       starts from vLLM's NONE_HASH, random per process (0 hit tokens after the restart);
-    - LMCACHE_LOCAL_DISK "None" does not switch the disk tier off: it is a directory."""
+    - LMCACHE_LOCAL_DISK "None" does not switch the disk tier off: it is a directory;
+    - an `fs://` remote URL without host and port (fs:///path) fails LMCache's URL parser:
+      the tier never connects and its health check bypasses it (fs://localhost:0/path works)."""
     problems = []
     for name, knobs in server_points(exp).items():
         if (knobs.get("kv_transfer_config") or {}).get("kv_connector") != "LMCacheConnectorV1":
@@ -190,6 +193,11 @@ def lmcache_problems(exp: dict, where: str) -> list[str]:
             problems.append(f"{where}.server.env [{name}]: LMCACHE_LOCAL_DISK {env['LMCACHE_LOCAL_DISK']!r} is "
                             f"read by LMCache as a directory of that name; switch the disk tier off with "
                             f"LMCACHE_MAX_LOCAL_DISK_SIZE: 0")
+        url = str(env.get("LMCACHE_REMOTE_URL", "")).replace("{session_dir}", "/session")
+        if url.startswith("fs://") and not re.match(r"fs://[^/:]+:\d+/", url):
+            problems.append(f"{where}.server.env [{name}]: LMCACHE_REMOTE_URL {env['LMCACHE_REMOTE_URL']!r} needs a "
+                            f"host and port before the path (LMCache's URL parser asserts both; without them "
+                            f"the tier is bypassed): fs://localhost:0/ABSOLUTE/PATH")
     return problems
 
 

@@ -180,7 +180,8 @@ def test_repeats_and_warmup_out_of_range_are_refused(course_config):
 def test_lmcache_settings_that_measure_nothing_are_refused_by_name(course_config):
     """Week 15's point is a cache that outlives a restart: without PYTHONHASHSEED LMCache's
     chunk keys differ per process (measured on an H100: 0 hit tokens after the restart);
-    "None" as the disk tier is a directory named None. week15_chunk never restarts."""
+    "None" as the disk tier is a directory named None; an fs:// URL without host and port
+    is never connected. week15_chunk never restarts."""
     config = copy.deepcopy(course_config)
     del config["experiments"]["week15"]["server"]["env"]["PYTHONHASHSEED"]
     del config["experiments"]["week15_chunk"]["server"]["env"]["PYTHONHASHSEED"]
@@ -188,12 +189,17 @@ def test_lmcache_settings_that_measure_nothing_are_refused_by_name(course_config
         check(config)
     problems = str(err.value).splitlines()[1:]
     assert [p.strip().split(":")[0] for p in problems] == [
-        "experiments.week15.server.env [LMCACHE_MAX_LOCAL_DISK_SIZE=0]",
-        "experiments.week15.server.env [LMCACHE_MAX_LOCAL_DISK_SIZE=50]"]
+        f"experiments.week15.server.env [{tier}]" for tier in ("cpu_tier", "disk_tier", "file_tier")]
     assert all("set PYTHONHASHSEED" in p for p in problems)
     config["experiments"]["week15"]["server"]["env"]["PYTHONHASHSEED"] = "0"
     check(config)
     config["experiments"]["week15_chunk"]["server"]["env"]["LMCACHE_LOCAL_DISK"] = "None"
     with pytest.raises(ConfigError, match=r"week15_chunk.server.env \[LMCACHE_CHUNK_SIZE=64\]: "
                                           r"LMCACHE_LOCAL_DISK 'None' is read by LMCache as a directory"):
+        check(config)
+    del config["experiments"]["week15_chunk"]["server"]["env"]["LMCACHE_LOCAL_DISK"]
+    config["experiments"]["week15"]["server"]["configs"]["file_tier"]["env"]["LMCACHE_REMOTE_URL"] = \
+        "fs://{session_dir}/lmcache-fs/"
+    with pytest.raises(ConfigError, match=r"week15.server.env \[file_tier\]: LMCACHE_REMOTE_URL "
+                                          r"'fs://\{session_dir\}/lmcache-fs/' needs a host and port"):
         check(config)

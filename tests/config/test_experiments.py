@@ -41,7 +41,10 @@ def test_env_grid_makes_server_points_whose_env_is_not_a_flag(course_config):
     assert "env" not in engine_flags(knobs) and "kv_transfer_config" in engine_flags(knobs)
     # the restart count is servelab's, not the benchmark client's
     assert bench_knobs({"restart": 1, "num_prompts": 5}) == {"num_prompts": 5}
-    assert swept_knobs(course_config["experiments"]["week15"]) == ["LMCACHE_MAX_LOCAL_DISK_SIZE", "restart"]
+    assert swept_knobs(course_config["experiments"]["week15"]) == ["restart"]
+    tiers = server_points(course_config["experiments"]["week15"])
+    assert list(tiers) == ["cpu_tier", "disk_tier", "file_tier"] and point_env(tiers["cpu_tier"]) == {}
+    assert point_env(tiers["file_tier"]) == {"LMCACHE_REMOTE_URL": "fs://localhost:0{session_dir}/lmcache-fs/"}
 
 
 def test_named_configurations_beside_a_grid_keep_their_names_and_order():

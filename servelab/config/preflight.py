@@ -71,7 +71,8 @@ def missing(config: dict, names: list[str], has=importable) -> list[str]:
         what = "; ".join(f"{n.module} for {n.why} ({n.install})" for n in packages)
         configs = sorted({named for _, named in lacking if named})
         # leaving out every server point is leaving out the experiment
-        if all(named for _, named in lacking) and set(configs) != set(server_points(config["experiments"][name])):
+        every_point = set(configs) == set(server_points(config["experiments"][name]))
+        if all(named for _, named in lacking) and not every_point:
             nulls = ", ".join(f"{c}: null" for c in configs)
             skip = f"or leave out configuration(s) {', '.join(configs)} with an overlay " \
                    f"`experiments: {{{name}: {{server: {{configs: {{{nulls}}}}}}}}}`"

@@ -106,4 +106,5 @@ def best_config(rows: list[dict], outcomes: dict[str, dict], search: dict) -> di
             "max_load": {search["load"]["knob"]: o["max_load"]}, "slo": search["slo"], "slo_margins": o["margins"],
             "limited_by": o["limited_by"], "vllm_serve": as_vllm_serve(o["serve_command"]),
             "serve_command": o["serve_command"],
-            "launches": launches, "session_s": spent, "rounds": len({r["round"] for r in rows}), "strategy": search["strategy"]}
+            "launches": launches, "session_s": spent, "rounds": len({r["round"] for r in rows}),
+            "strategy": search["strategy"]}

@@ -50,9 +50,9 @@ def plan_round(number: int, search: dict, plans: list[dict], views: list[str], s
     configs_tried = [config for plan in plans for config in plan["configs"]]
     tried = [(config, found[point_id(config)]["goodput_tps"]) for config in configs_tried]
     costs = [found[point_id(config)]["session_s"] for config in configs_tried]
-    left, spent = launches_left(search, costs)
+    left, exhausted = launches_left(search, costs)
     configs, why = strategy.next_round(search.get("strategy", "coordinate"), search["space"], tried, left,
-                                       search.get("start"), spent)
+                                       search.get("start"), exhausted)
     best = strategy.best(tried)
     return {"round": number, "configs": configs, "last_reason": why,
             "best_so_far": None if best is None else {"config": best,

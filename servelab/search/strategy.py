@@ -5,7 +5,8 @@
 neighbour of the best configuration so far (one knob moved one value up or down), all
 of them at once, so that a cluster runs a round in parallel. The search ends when the
 best has no untried neighbour (a local optimum on the grid) or the budget is spent
-(`launches_left`, which the caller computes from its launch and time budgets). `grid`: every configuration in round 0 (the exhaustive baseline).
+(`launches_left`, which the caller computes from its launch and time budgets).
+`grid`: every configuration in round 0 (the exhaustive baseline).
 """
 
 from __future__ import annotations
@@ -36,10 +37,10 @@ def best(tried: list[tuple[dict, float]]) -> dict | None:
 
 
 def next_round(strategy: str, space: dict[str, list], tried: list[tuple[dict, float]], launches_left: int,
-               start: dict | None = None, spent: str = "the launch budget is spent") -> tuple[list[dict], str]:
+               start: dict | None = None, exhausted: str = "the launch budget is spent") -> tuple[list[dict], str]:
     """(configurations of the next round, why it is the last when it is empty).
     `tried`: [(configuration, goodput)] in the order tried (0 for one with none);
-    `spent`: the reason given when `launches_left` ends the search."""
+    `exhausted`: the reason given when `launches_left` ends the search."""
     if strategy == "grid":
         if tried:
             return [], "the grid is complete"
@@ -52,5 +53,5 @@ def next_round(strategy: str, space: dict[str, list], tried: list[tuple[dict, fl
         if not candidates:
             return [], "converged: every neighbour of the best configuration was tried"
     if launches_left <= 0:
-        return [], spent
+        return [], exhausted
     return candidates[:launches_left], ""

@@ -72,3 +72,34 @@ def test_the_gpu_lock_installs_what_the_preflight_names_and_leaves_the_torch_alo
     assert not {"torch", "torchvision", "torchaudio", "triton"} & set(pins)
     assert pins["vllm"] == "0.26.0" and pins["lmcache"] == "0.5.6"
     assert f"lm-eval=={pins['lm-eval']}" in preflight.LM_EVAL.install
+
+
+def test_a_package_every_process_would_compile_again_is_named_until_compiled(tmp_path, monkeypatch):
+    """No bytecode and none written (PYTHONDONTWRITEBYTECODE, as on the lent GPU boxes):
+    each engine process compiles the engine's source again. Compiled once, it is quiet."""
+    import compileall
+
+    package = tmp_path / "site" / "engine_pkg"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("VALUE = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+    assert preflight.uncompiled("engine_pkg") is None          # the first import writes it
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    line = preflight.uncompiled("engine_pkg")
+    assert line and "engine_pkg at" in line and "PYTHONDONTWRITEBYTECODE is set" in line
+    assert line.endswith(f"-m compileall -q {package}")
+    assert compileall.compile_dir(str(package), quiet=1)      # what the line says to run
+    assert preflight.uncompiled("engine_pkg") is None
+    assert preflight.uncompiled("no_such_package_here") is None
+
+
+def test_installed_engines_with_bytecode_raise_no_alarm():
+    """The real set-up (pip compiles what it installs): nothing to say, also with
+    PYTHONDONTWRITEBYTECODE=1; the engines' modules are looked up without importing them."""
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    proc = subprocess.run([sys.executable, "-m", "servelab.config.preflight", "config/config.yaml", "config/local.yaml"],
+                          cwd=REPO, env=env, capture_output=True, text=True)
+    assert "experiment(s) need a package" in proc.stdout
+    assert "no bytecode" not in proc.stdout
+    assert preflight.slow_imports({"experiments": {"w": {"engine": "vllm", "kind": "serve"}}}, ["w"]) == []

@@ -24,8 +24,10 @@ servelab_config.drop_nulled_sections(config)
 validate(config, "../../config/schema.yaml")
 servelab_config.check(config)
 if workflow.is_main_process:
-    # before any job: which experiments need a package this environment lacks (not in jobs)
-    for line in preflight.missing(config, ex.enabled_experiments(config)):
+    # before any job: which experiments need a package this environment lacks, and which
+    # packages every engine process would compile again (not in jobs)
+    enabled = ex.enabled_experiments(config)
+    for line in preflight.missing(config, enabled) + preflight.slow_imports(config, enabled):
         print(f"servelab pre-flight: {line}", file=sys.stderr)
 
 EXPERIMENTS = config["experiments"]

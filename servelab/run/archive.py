@@ -85,7 +85,8 @@ def environment_lock() -> dict[str, str]:
 
 def experiment_files(results: Path, name: str) -> list[Path]:
     """What an experiment's result holds, relative to the project root: tables, figures,
-    views, and for every point in the views its record, raw JSON and session logs."""
+    views, and for every point in the views its record, raw JSON and session logs (those
+    of the session whose engine it shared too)."""
     exp_dir = results / name
     files = [*sorted(exp_dir.glob("*.csv")), *sorted(exp_dir.glob("*.png")), *sorted(exp_dir.glob("sessions/*.json")),
              *sorted(exp_dir.glob("search/*"))]   # a search's round plans, tried.csv, best.json, figures
@@ -94,10 +95,12 @@ def experiment_files(results: Path, name: str) -> list[Path]:
         for record in json.loads(view.read_text()):
             point = exp_dir / "store" / record["key"]
             files += [p for p in (point / "record.json", point / "bench.json") if p.is_file()]
-            sessions.add(record.get("session"))
-    for session in sorted(s for s in sessions if s):
+            sessions.add((name, record.get("session")))
+            if shared := record.get("shared_engine"):   # measured on another experiment's engine: its logs
+                sessions.add((shared["experiment"], shared["session"]))
+    for owner, session in sorted(s for s in sessions if s[1]):
         for pattern in SESSION_FILES:
-            files += sorted((exp_dir / "store" / "sessions" / session).rglob(pattern))
+            files += sorted((results / owner / "store" / "sessions" / session).rglob(pattern))
     return files
 
 

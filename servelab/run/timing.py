@@ -26,7 +26,9 @@ def summary(timings: list[dict]) -> str:
                                                                   "drift_s")}
         needed = total["startup_s"] + total["points_s"]
         ratio = f"{total['wall_s'] / needed:.3f}" if needed else "-"
-        return (f"  {name}: {len(group)} session(s), wall {total['wall_s']:.0f}s = start-ups "
+        shared = sum(1 for t in group if t.get("shared_engine"))
+        on_shared = f" ({shared} on another session's engine)" if shared else ""
+        return (f"  {name}: {len(group)} session(s){on_shared}, wall {total['wall_s']:.0f}s = start-ups "
                 f"{total['startup_s']:.0f}s + client points {total['points_s']:.0f}s + warm-ups "
                 f"{total['warmup_s']:.0f}s + drift checks {total['drift_s']:.0f}s + other; "
                 f"wall / (start-ups + points) = {ratio}")

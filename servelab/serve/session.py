@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import subprocess
@@ -64,6 +65,9 @@ class SessionSpec:
     # a search session: {knob, low, high, steps, slo}; its load points are bisected
     # (servelab.serve.load_search) from the first client point, not listed
     load_search: dict | None = None
+    # the name its points address the server by, when they run on another experiment's
+    # engine (servelab.config.engine_groups)
+    served_as: str | None = None
 
     def setting(self, key: str):
         return {**MEASUREMENT_DEFAULTS, **self.measurement}[key]
@@ -82,7 +86,7 @@ class SessionSpec:
 
     @property
     def served_name(self) -> str:
-        return f"servelab-{self.experiment}"
+        return self.served_as or f"servelab-{self.experiment}"
 
 
 def log(msg: str) -> None:
@@ -228,6 +232,7 @@ class Launch:
         return ENGINES[self.spec.engine]
 
     warmup: dict | None = None
+    shared_from: dict | None = None   # on another experiment's engine: its experiment, point, session
     offline_reasons: dict = field(default_factory=dict)   # runner error -> the engine's own reason
     # where the session's time went: server start-ups, warm-ups, client points (seconds)
     timing: dict = field(default_factory=lambda: {"startup_s": 0.0, "warmup_s": 0.0, "points_s": 0.0,
@@ -244,7 +249,8 @@ class Launch:
         return {**point_record(self.spec, key, identity, knobs, self.session_name, self.hardware,
                                self.engine.distributions, self.serve_cmd, client_command, self.startup_s,
                                wall_s, self.facts),
-                "repeat": identity.get("repeat", 0), "warmup": self.warmup, **(extra or {})}
+                "repeat": identity.get("repeat", 0), "warmup": self.warmup,
+                **({"shared_engine": self.shared_from} if self.shared_from else {}), **(extra or {})}
 
     def save_failure(self, point: tuple[str, dict, dict], failure: PointFailed) -> None:
         key, knobs, identity = point
@@ -252,14 +258,61 @@ class Launch:
         log(f"{self.point_name(knobs)}: FAILED ({failure.stage}) {failure.reason}")
 
 
-def measure(launch: Launch, missing: list[tuple[str, dict, dict]]) -> None:
-    """Launch the server point and measure `missing` [(key, client knobs, identity)];
-    points with `restart: k` are measured after the k-th restart (a fresh fleet, same
-    session directory: what the server left on disk survives, its memory does not).
-    A server that refuses its configuration, or exits with an error, fails the points
-    it was to measure (kept as data); one killed by a signal fails the job."""
+@dataclass
+class Guest:
+    """Another experiment's session on this session's engine (servelab.config.engine_groups):
+    its spec, store and missing points; its launch once it has one."""
+    spec: SessionSpec
+    store: PointStore
+    missing: list
+    launch: Launch | None = None
+    done: list = field(default_factory=list)
+    wall_s: float = 0.0
+
+
+def guest_launch(host: Launch, guest: Guest) -> Launch:
+    """The guest's side of the host's running engine: a session directory of its own in
+    its store (saying whose engine it used), its own temporary files and client name."""
+    if guest.launch is None:
+        name, path = new_session_dir(guest.spec)
+        tmp = Path(host.tmpdir) / f"guest-{guest.spec.experiment}-{guest.spec.server_point}"
+        tmp.mkdir()
+        shared = {"experiment": host.spec.experiment, "server_point": host.spec.server_point,
+                  "session": host.session_name}
+        write_text(path / "shared_engine.json", json.dumps({**shared, "session_dir": str(host.session_dir)}))
+        if host.serve_cmd:   # a server's (offline points record their own standalone command)
+            write_text(path / "command.txt", host.serve_cmd + "\n")
+        guest.launch = Launch(dataclasses.replace(guest.spec, served_as=host.spec.served_name), guest.store,
+                              host.hardware, name, path, str(tmp), host.env, client=host.client,
+                              fleet=host.fleet, serve_cmd=host.serve_cmd, startup_s=host.startup_s,
+                              facts=host.facts, shared_from=shared)
+    return guest.launch
+
+
+def measure_guest(host: Launch, guest: Guest) -> None:
+    """A guest's missing points on the host's running server, measured as its own session
+    would: its warm-up at its shapes, its client, the prefix cache reset, its drift check."""
+    launch = guest_launch(host, guest)
+    started = time.monotonic()
+    log(f"{guest.spec.experiment}/{guest.spec.server_point} on this engine: {len(guest.missing)} point(s)")
+    try:
+        launch.warmup = warm_up(launch, first_load(guest.missing), launch.session_dir)
+        measure_points(launch, guest.missing, guest.done)
+        if guest.spec.setting("drift_check"):
+            check_drift(launch, guest.missing, guest.done)
+    finally:
+        guest.wall_s = time.monotonic() - started
+
+
+def measure(launch: Launch, missing: list[tuple[str, dict, dict]], guests: list[Guest] = ()) -> None:
+    """Launch the server point and measure `missing` [(key, client knobs, identity)], then
+    its guests' missing points; points with `restart: k` are measured after the k-th
+    restart (a fresh fleet, same session directory: what the server left on disk
+    survives, its memory does not). A server that refuses its configuration, or exits
+    with an error, fails the points it was to measure (kept as data); one killed by a
+    signal fails the job."""
     spec = launch.spec
-    for restart, group in restart_passes(missing):
+    for restart, group in restart_passes(missing) or [(0, [])]:
         launch_dir = launch.session_dir if restart == 0 else launch.session_dir / f"restart{restart}"
         launch_dir.mkdir(exist_ok=True)
         fleet, launch.serve_cmd = launch_plan(spec, launch_dir, launch.env)
@@ -282,6 +335,9 @@ def measure(launch: Launch, missing: list[tuple[str, dict, dict]]) -> None:
                     measure_points(launch, group, done)
                     if restart == 0 and spec.setting("drift_check"):
                         check_drift(launch, group.visited if isinstance(group, SearchPoints) else group, done)
+                if restart == 0:
+                    for guest in guests:
+                        measure_guest(launch, guest)
         except ServerError as exc:
             if not failure.is_deterministic(exc.exit_code):
                 raise
@@ -291,6 +347,10 @@ def measure(launch: Launch, missing: list[tuple[str, dict, dict]]) -> None:
             for point in group:
                 if point[0] not in done:
                     launch.save_failure(point, died)
+            for guest in guests if restart == 0 else ():   # the same engine: the same fate
+                for point in guest.missing:
+                    if point[0] not in guest.done:
+                        guest_launch(launch, guest).save_failure(point, died)
 
 
 def restart_passes(missing) -> list[tuple[int, list]]:
@@ -500,30 +560,36 @@ def offline_batches(spec: SessionSpec, missing: list) -> list[list]:
     return [[m] for m in missing] if spec.monitors.get("wrap") else [missing]
 
 
-def measure_offline(launch: Launch, missing: list[tuple[str, dict, dict]]) -> None:
+def measure_offline(launch: Launch, missing: list[tuple[str, dict, dict]], guests: list[Guest] = ()) -> None:
     """The offline benchmark of every missing point (`vllm bench throughput|latency`,
-    servelab.engines.hf_static), run by the engine's plan runner
-    (servelab.engines.offline_plan): the engine is built once per engine configuration,
-    not once per point, and lives in the runner's process, run in its own process group
-    and torn down like a server. A point that raises fails alone (kept); a runner that
-    exits with an error fails the points it did not report; one killed by a signal
-    fails the job."""
+    servelab.engines.hf_static), then of its guests' missing points, run by the engine's
+    plan runner (servelab.engines.offline_plan): the engine is built once per engine
+    configuration, not once per point, and lives in the runner's process, run in its
+    own process group and torn down like a server. A point that raises fails alone
+    (kept); a runner that exits with an error fails the points it did not report; one
+    killed by a signal fails the job."""
     spec, engine, session_dir = launch.spec, launch.engine, launch.session_dir
     engine_knobs = {**spec.server_knobs, **monitors.profiler_knobs(spec.monitors, session_dir)}
-    batches = offline_batches(spec, missing)
+    # (the launch it belongs to, the point) in plan order; a guest's on the host's engine after the host's
+    owned = [[(launch, m) for m in batch] for batch in offline_batches(spec, missing)] or [[]]
+    owned[-1] += [(guest_launch(launch, g), m) for g in guests for m in g.missing]
+    total = sum(len(batch) for batch in owned)
     done = 0
-    for b, batch in enumerate(batches):
+    for b, batch in enumerate(owned):
         points: dict[str, tuple] = {}
-        for key, knobs, identity in batch:
-            raw = Path(launch.tmpdir) / f"{key}.json"
-            client_knobs = {**offline_warmup(spec, knobs), **bench_knobs(knobs),
+        for n, (owner, (key, knobs, identity)) in enumerate(batch):
+            raw = Path(owner.tmpdir) / f"{key}.json"
+            client_knobs = {**offline_warmup(owner.spec, knobs), **bench_knobs(knobs),
                             **({"profile": True} if "torch_profile" in spec.monitors else {})}
-            args = (spec.tool, spec.model_path, engine_knobs, client_knobs, spec.dataset_name, spec.dataset_path,
-                    str(raw))
-            points[key] = (knobs, identity, raw, engine.offline_args(*args), engine.offline_command(*args))
-        tag = "" if len(batches) == 1 else "-" + offline_file_name(batch[0][1], batch[0][2], spec)
+            args = (spec.tool, spec.model_path, engine_knobs, client_knobs, owner.spec.dataset_name,
+                    owner.spec.dataset_path, str(raw))
+            # a plan's keys are unique: two experiments may measure the same point
+            plan_key = key if owner is launch else f"{key}-{owner.spec.experiment}-{n}"
+            points[plan_key] = (owner, key, knobs, identity, raw, engine.offline_args(*args),
+                                engine.offline_command(*args))
+        tag = "" if len(owned) == 1 else "-" + offline_file_name(batch[0][1][1], batch[0][1][2], spec)
         plan, status = Path(launch.tmpdir) / f"plan{b}.json", Path(launch.tmpdir) / f"status{b}.jsonl"
-        offline_plan.write_plan(plan, [(key, p[3]) for key, p in points.items()])
+        offline_plan.write_plan(plan, [(plan_key, p[5]) for plan_key, p in points.items()])
         cmd = monitors.wrap_command(engine.offline_plan_command(spec.tool, str(plan), str(status)),
                                     spec.monitors.get("wrap"), session_dir)
         runner = Server(cmd, 0, session_dir / f"{spec.tool}{tag}.log", env=launch.env)
@@ -538,22 +604,22 @@ def measure_offline(launch: Launch, missing: list[tuple[str, dict, dict]]) -> No
                     if outcome["key"] not in reported:
                         reported.add(outcome["key"])
                         done += 1
-                        record_offline(launch, points[outcome["key"]], outcome, runner, cmd, memory.result(),
-                                       f"[{done}/{len(missing)}]")
+                        record_offline(points[outcome["key"]], outcome, runner, cmd, memory.result(),
+                                       f"[{done}/{total}]")
                         memory.reset()
                 # all reported: stop it now (a profiler wrapping it must see it exit on its own)
                 if code is not None or (len(reported) == len(points) and not spec.monitors.get("wrap")):
                     break
                 time.sleep(0.5)
-        unreported = [key for key in points if key not in reported]
+        unreported = [plan_key for plan_key in points if plan_key not in reported]
         if unreported:
             message = f"{spec.engine} {spec.tool} exited with code {code} before {len(unreported)} point(s); " \
                       f"log: {runner.log}"
             if not failure.is_deterministic(code):
                 raise RuntimeError(f"{message}\n{log_tail(runner.log)}")
-            for key in unreported:
-                knobs, identity = points[key][:2]
-                launch.save_failure((key, knobs, identity), failure.PointFailed(
+            for plan_key in unreported:
+                owner, key, knobs, identity = points[plan_key][:4]
+                owner.save_failure((key, knobs, identity), failure.PointFailed(
                     f"{spec.tool} benchmark", failure.log_reason(runner.log, message), runner.log, code))
 
 
@@ -581,13 +647,14 @@ def offline_file_name(knobs: dict, identity: dict, spec: SessionSpec) -> str:
     return point_id(knobs_swept(knobs, spec)) + (f"-repeat{identity['repeat']}" if "repeat" in identity else "")
 
 
-def record_offline(launch: Launch, point: tuple, outcome: dict, runner: Server, runner_cmd: list[str],
-                   memory: dict, progress: str) -> None:
-    """Store one point the runner reported: its engine start (when it paid one) is the
-    session's start-up time, its benchmark the point's time."""
+def record_offline(point: tuple, outcome: dict, runner: Server, runner_cmd: list[str], memory: dict,
+                   progress: str) -> None:
+    """Store one point the runner reported, in the store of the session it belongs to: its
+    engine start (when it paid one) is that session's start-up time, its benchmark the
+    point's time."""
+    launch, key, knobs, identity, raw, _, standalone = point
     spec = launch.spec
-    knobs, identity, raw, _, standalone = point
-    key, engine_start_s = outcome["key"], outcome.get("engine_start_s", 0.0)
+    engine_start_s = outcome.get("engine_start_s", 0.0)
     if engine_start_s:
         launch.startup_s = engine_start_s
         launch.timing["startup_s"] += engine_start_s
@@ -597,7 +664,7 @@ def record_offline(launch: Launch, point: tuple, outcome: dict, runner: Server, 
     extra = {"offline_runner": {"command": commands.shell_line(runner_cmd), "engine_start_s": engine_start_s,
                                 "engine_reused": not engine_start_s}}
     if "error" in outcome or not raw.exists():
-        reason = offline_reason(runner.log, key, outcome.get("error") or f"{spec.tool} wrote no result",
+        reason = offline_reason(runner.log, outcome["key"], outcome.get("error") or f"{spec.tool} wrote no result",
                                 launch.offline_reasons)
         launch.save_failure((key, knobs, identity), failure.PointFailed(f"{spec.tool} benchmark", reason,
                                                                         runner.log))
@@ -608,7 +675,8 @@ def record_offline(launch: Launch, point: tuple, outcome: dict, runner: Server, 
                          "by": "the benchmark's --num-warmups"}
     record = launch.record(key, identity, knobs, "", outcome["wall_s"], {**memory, **extra})
     launch.store.save(key, record, {"bench.json": raw})
-    log(f"{progress} {name}: measured in {outcome['wall_s']:.1f}s"
+    owner = f"{spec.experiment}/" if launch.shared_from else ""
+    log(f"{progress} {owner}{name}: measured in {outcome['wall_s']:.1f}s"
         + (f" (engine start {engine_start_s:.1f}s)" if engine_start_s else " (engine reused)"))
 
 
@@ -623,9 +691,37 @@ def identified(identity: dict) -> tuple[str, dict]:
     return identity_hash(identity), identity
 
 
-def run(spec: SessionSpec, view_path: str | Path, retry_failed: bool = False) -> list[dict]:
-    """Measure what the store lacks (and, with `retry_failed`, what failed before),
-    then write the view of all this session's points."""
+def session_points(spec: SessionSpec, store: PointStore, engine_version: str | None, hardware: dict,
+                   retry_failed: bool) -> tuple[list, list]:
+    """(every point, those to measure) of a session without a load search, each as
+    (store key, client knobs, identity)."""
+    points = []
+    # every point once, then every point again: a slow change spreads over all points alike
+    for repeat in range(spec.setting("repeats")):
+        for knobs in spec.client_points:
+            if repeat and EVAL_KNOB in knobs:
+                continue   # lm-eval's accuracy (greedy) needs no repeat
+            key, identity = identified(point_identity(spec, knobs, engine_version, hardware, repeat))
+            points.append((key, knobs, identity))
+    missing = [p for p in points if not store.has(p[0]) or (retry_failed and store.load(p[0]).get("failure"))]
+    if any(knobs.get(RESTART_KNOB) for _, knobs, _ in missing):
+        # a warm point means only after the cold ones in the same session: measure the sequence whole
+        missing = points
+    return points, missing
+
+
+def session_timing(spec: SessionSpec, launch: Launch, wall_s: float, shared: dict | None = None) -> dict:
+    return {"experiment": spec.experiment, "server_point": spec.server_point, "kind": spec.kind,
+            "wall_s": round(wall_s, 2), **{k: round(v, 2) for k, v in launch.timing.items()},
+            **({"shared_engine": shared} if shared else {})}
+
+
+def run(spec: SessionSpec, view_path: str | Path, retry_failed: bool = False,
+        guests: list[SessionSpec] = ()) -> list[dict]:
+    """Measure what the store lacks (and, with `retry_failed`, what failed before), and
+    what the `guests` (other experiments' sessions of the same engine configuration:
+    servelab.config.engine_groups) lack, on the same engine; then write the view of all
+    this session's points."""
     terminate_on_sigterm()
     run_started = time.monotonic()
     store = PointStore(spec.store_dir)
@@ -640,21 +736,19 @@ def run(spec: SessionSpec, view_path: str | Path, retry_failed: bool = False) ->
             f"{spec.load_search['low']} to {spec.load_search['high']} ({len(search)} points at most), "
             f"{len(points)} already measured{', more to measure' if missing else ', done'}")
     else:
-        points = []
-        # every point once, then every point again: a slow change spreads over all points alike
-        for repeat in range(spec.setting("repeats")):
-            for knobs in spec.client_points:
-                if repeat and EVAL_KNOB in knobs:
-                    continue   # lm-eval's accuracy (greedy) needs no repeat
-                key, identity = identified(point_identity(spec, knobs, engine_version, hardware, repeat))
-                points.append((key, knobs, identity))
-        missing = [p for p in points if not store.has(p[0]) or (retry_failed and store.load(p[0]).get("failure"))]
-        if any(knobs.get(RESTART_KNOB) for _, knobs, _ in missing):
-            # a warm point means only after the cold ones in the same session: measure the sequence whole
-            missing = points
+        points, missing = session_points(spec, store, engine_version, hardware, retry_failed)
         log(f"{spec.experiment}/{spec.server_point}: {len(points)} client point(s), "
             f"{len(points) - len(missing)} already measured, {len(missing)} to measure")
-    if missing:
+    hosted = []
+    for guest in guests:
+        guest_store = PointStore(guest.store_dir)
+        guest_missing = session_points(guest, guest_store, engine_version, hardware, False)[1]
+        if guest_missing:
+            hosted.append(Guest(guest, guest_store, guest_missing))
+    if hosted:
+        log("on the same engine: " + ", ".join(f"{g.spec.experiment}/{g.spec.server_point} "
+                                               f"({len(g.missing)} point(s))" for g in hosted))
+    if missing or hosted:
         session_name, session_dir = new_session_dir(spec)
         with tempfile.TemporaryDirectory(prefix="servelab-") as tmpdir:
             # `{session_dir}` in an env value: a per-session path (e.g. LMCache's disk tier)
@@ -663,14 +757,21 @@ def run(spec: SessionSpec, view_path: str | Path, retry_failed: bool = False) ->
             if spec.resets_prefix_cache:
                 env.update(ENGINES[spec.engine].reset_cache_env)
             launch = Launch(spec, store, hardware, session_name, session_dir, tmpdir, env)
-            (measure_offline if spec.kind == "offline" else measure)(launch, missing)
+            (measure_offline if spec.kind == "offline" else measure)(launch, missing, hosted)
             points = search.replay() if spec.load_search else points
-            timing = {"experiment": spec.experiment, "server_point": spec.server_point, "kind": spec.kind,
-                      "wall_s": round(time.monotonic() - run_started, 2),
-                      **{k: round(v, 2) for k, v in launch.timing.items()}}
+            guest_wall = 0.0
+            for guest in hosted:
+                if guest.launch is not None:   # each guest's part of the time, as its own session's
+                    g = guest.launch
+                    wall = guest.wall_s or sum(g.timing.values())   # offline: its points' (and any start's) time
+                    guest_wall += wall
+                    write_text(g.session_dir / "timing.json",
+                               json.dumps(session_timing(guest.spec, g, wall, g.shared_from)))
+            timing = session_timing(spec, launch, time.monotonic() - run_started - guest_wall)
             write_text(session_dir / "timing.json", json.dumps(timing))
             log(f"session wall {timing['wall_s']}s: start-up {timing['startup_s']}s, warm-up "
-                f"{timing['warmup_s']}s, client points {timing['points_s']}s")
+                f"{timing['warmup_s']}s, client points {timing['points_s']}s"
+                + (f"; its guests' points {guest_wall:.1f}s more" if hosted else ""))
     view = [store.load(key) for key, _, _ in points]
     write_text(view_path, json.dumps(view, indent=2, sort_keys=True, default=str))
     if text := failure.summary([r for r in view if r.get("failure")]):

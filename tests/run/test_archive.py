@@ -82,3 +82,21 @@ def test_not_a_git_checkout_is_named(tmp_path):
     with pytest.raises(archive.ArchiveError, match="not a git checkout"):
         archive.build(tmp_path, {}, [], tmp_path / "a.zip")
     assert REPO.exists()
+
+
+def test_a_point_measured_on_another_experiments_engine_brings_that_sessions_logs(tmp_path):
+    results = tmp_path / "results"
+    host = results / "week01/store/sessions/base-1"
+    guest = results / "week12/store/sessions/bf16-2"
+    for session in (host, guest):
+        session.mkdir(parents=True)
+    (host / "server.log").write_text("the engine's log\n")
+    (guest / "bench.log").write_text("the guest's client\n")
+    (results / "week12/store/k1").mkdir()
+    (results / "week12/store/k1/record.json").write_text("{}")
+    (results / "week12/sessions").mkdir()
+    (results / "week12/sessions/bf16.json").write_text(json.dumps([{"key": "k1", "session": "bf16-2", "shared_engine": {
+        "experiment": "week01", "server_point": "base", "session": "base-1"}}]))
+    files = archive.experiment_files(results, "week12")
+    assert host / "server.log" in files and guest / "bench.log" in files
+    assert not [f for f in files if "week01" in str(f) and f.parent != host]

@@ -39,3 +39,13 @@ def test_engine_caches_are_keyed_by_engine_torch_and_device(tmp_path):
     assert env["VLLM_CACHE_ROOT"] == str(tmp_path / h100 / "vllm")
     assert {env[v] for v in ("TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR", "FLASHINFER_WORKSPACE_BASE")} == {
         str(tmp_path / h100 / name) for name in ("triton", "inductor", "flashinfer")}
+
+
+def test_sessions_on_another_sessions_engine_are_counted_as_such():
+    host = {"experiment": "week01", "wall_s": 60.0, "startup_s": 40.0, "points_s": 19.0}
+    guest = {"experiment": "week12", "wall_s": 21.0, "startup_s": 0.0, "points_s": 20.0,
+             "shared_engine": {"experiment": "week01", "server_point": "base", "session": "base-1"}}
+    text = timing.summary([host, guest])
+    assert "week12: 1 session(s) (1 on another session's engine), wall 21s = start-ups 0s" in text
+    assert "week01: 1 session(s), wall 60s" in text
+    assert "all: 2 session(s) (1 on another session's engine), wall 81s = start-ups 40s + client points 39s" in text

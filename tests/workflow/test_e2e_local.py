@@ -119,15 +119,21 @@ def test_offline_weeks_run_for_real(workdir, first_run):
     assert throughput["total_tokens"].nunique() == 1 and (throughput["total_token_throughput_tps"] > 0).all()
     for fig in ("week03/latency_vs_batch.png", "week04/throughput_vs_seqs.png"):
         assert (workdir / "results" / fig).read_bytes()[:4] == b"\x89PNG"
-    # one engine for the session's points (issue #18): the first paid its start, the next reused it
-    for exp in ("week03", "week07_static"):
-        records = [json.loads(p.read_text()) for p in (workdir / f"results/{exp}/store").glob("*/record.json")]
-        runs = sorted((r["offline_runner"] for r in records), key=lambda o: o["engine_start_s"])
-        assert [o["engine_reused"] for o in runs] == [True, False] and runs[0]["engine_start_s"] == 0, exp
-        (timing,) = (workdir / f"results/{exp}/store/sessions").glob("base-*/timing.json")
-        assert json.loads(timing.read_text())["startup_s"] == pytest.approx(runs[1]["engine_start_s"], abs=0.01)
+    # one engine per engine configuration (issue #18), across experiments too: week 2's
+    # latency session built it and paid its start, week 3's two points reused it
+    for host, guest in (("week02_latency", "week03"), ("week04_static", "week07_static")):
+        records = {exp: [json.loads(p.read_text()) for p in (workdir / f"results/{exp}/store").glob("*/record.json")]
+                   for exp in (host, guest)}
+        starts = [r["offline_runner"]["engine_start_s"] for exp in records for r in records[exp]]
+        assert len([s for s in starts if s]) == 1, starts
+        assert [r["offline_runner"]["engine_reused"] for r in records[guest]] == [True, True], guest
+        assert {r["shared_engine"]["experiment"] for r in records[guest]} == {host}
+        (timing,) = (workdir / f"results/{host}/store/sessions").glob("base-*/timing.json")
+        assert json.loads(timing.read_text())["startup_s"] == pytest.approx(max(starts), abs=0.01)
+        (timing,) = (workdir / f"results/{guest}/store/sessions").glob("base-*/timing.json")
+        assert json.loads(timing.read_text())["startup_s"] == 0
         # each point's provenance is the standalone command that measures it alone
-        assert all("--output-json" in r["provenance"]["serve_command"] for r in records)
+        assert all("--output-json" in r["provenance"]["serve_command"] for r in records[guest])
     # throughput points warm up inside the benchmark (its --num-warmups), latency points by their own
     assert (throughput["warmup_prompts"] == 4).all() and (latency["warmup_prompts"] == 0).all()
 
@@ -251,6 +257,28 @@ def test_paper_archive_round_trip_rebuilds_every_table_without_an_engine(workdir
     from servelab.run.archive import ArchiveError, check_manifest
     with pytest.raises(ArchiveError, match="results/week01/metrics.csv"):
         check_manifest(tmp_path / "v/archive")
+
+
+def test_experiments_of_one_engine_configuration_share_its_start(workdir, first_run):
+    """`share_engines` (config/local.yaml): week 16's standard server and the workload
+    matrix ran on week 1's server, each with its own warm-up, client and store."""
+    proc, _ = first_run
+    assert "servelab engines shared: 27 sessions, 21 engine starts" in proc.stderr
+    assert "all: 27 session(s) (6 on another session's engine)" in proc.stderr
+    (host,) = (workdir / "results/week01/store/sessions").glob("base-*")
+    startup = json.loads((host / "timing.json").read_text())["startup_s"]
+    for guest in ("week16_standard", "workload_matrix_cpu"):
+        (session,) = (workdir / f"results/{guest}/store/sessions").glob("base-*")
+        assert not (session / "server.log").exists(), guest
+        assert json.loads((session / "shared_engine.json").read_text())["session"] == host.name
+        assert json.loads((session / "timing.json").read_text())["startup_s"] == 0
+        records = json.loads((workdir / f"results/{guest}/sessions/base.json").read_text())
+        assert {r["shared_engine"]["session"] for r in records} == {host.name}
+        assert all(r["server_startup_s"] == pytest.approx(startup, abs=0.01) for r in records)
+        assert all(r["warmup"]["completed"] == 4 for r in records)   # its own warm-up, at its shapes
+        # its own job found every point measured and launched nothing
+        log = (workdir / f"logs/{guest}/base.session.log").read_text()
+        assert f"{len(records)} already measured, 0 to measure" in log and "starting" not in log
 
 
 def test_no_session_process_is_left_after_a_run(workdir, first_run):
@@ -425,8 +453,12 @@ def test_raising_repeats_measures_only_the_new_repeats_and_gives_intervals(workd
     args = with_overlay(workdir, "repeats.yaml", {"experiments": {"workload_matrix_cpu": {
         "repeats": 2, "drift_check": False}}})
     snakemake(workdir, *args)
+    # the matrix shares week 1's engine: week 1's job started it and measured the 4 new repeats
+    host = (workdir / "logs/week01/base.session.log").read_text()
+    assert "4 client point(s), 4 already measured, 0 to measure" in host
+    assert "on the same engine: workload_matrix_cpu/base (4 point(s))" in host
     log = (workdir / "logs/workload_matrix_cpu/base.session.log").read_text()
-    assert "8 client point(s), 4 already measured, 4 to measure" in log
+    assert "8 client point(s), 8 already measured, 0 to measure" in log
     table = pd.read_csv(workdir / "results/workload_matrix_cpu/metrics.csv")
     assert len(table) == 4 and (table["repeats"] == 2).all()
     assert table["ttft_p50_ms_ci95"].notna().all() and table["output_throughput_tps_ci95"].notna().all()

@@ -3,6 +3,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 from snakemake.utils import validate
 
@@ -17,6 +18,7 @@ from servelab.fetch import dummy_weights
 from servelab.serve import failure
 from servelab.config import experiments as ex
 from servelab.config import preflight
+from servelab.config import engine_groups
 from servelab.serve.topology import topology_gpus
 from servelab.run import timing
 
@@ -134,6 +136,13 @@ def session_inputs(wildcards):
         inputs["dataset"] = f"{DATASETS_DIR}/{experiment_dataset(exp)}.json"
     if "generated_task" in exp.get("eval", {}):
         inputs["eval_tasks"] = f"{DATASETS_DIR}/lm_eval/{exp['eval']['generated_task']['name']}"
+    session = (wildcards.experiment, wildcards.server_point)
+    if session in ENGINE_HOSTS:
+        # after its host, whose job measures its points on the same engine (it then finds
+        # nothing to do); ancient: the host's own new points are not the guest's change
+        inputs["engine_host"] = ancient("results/{}/sessions/{}.json".format(*ENGINE_HOSTS[session]))
+    guests = [g for g, host in ENGINE_HOSTS.items() if host == session]
+    inputs["guest_files"] = [f for g in guests for f in guest_files(*g).values() if f]
     return inputs
 
 
@@ -141,9 +150,19 @@ MEASUREMENT_KEYS = ("repeats", "warmup_prompts", "reset_prefix_cache", "drift_ch
 
 
 def session_params(wildcards):
-    """Everything that defines the session's measurements (a change reruns it)."""
-    exp = EXPERIMENTS[wildcards.experiment]
-    knobs = server_knobs(wildcards)
+    """Everything that defines the session's measurements (a change reruns it); a session
+    that hosts other experiments' sessions on its engine, theirs too (`guests`)."""
+    params = params_of(wildcards.experiment, wildcards.server_point)
+    guests = [g for g, host in ENGINE_HOSTS.items() if host == (wildcards.experiment, wildcards.server_point)]
+    if guests:
+        params["guests"] = [{"experiment": name, "server_point": sp, "params": params_of(name, sp),
+                             **guest_files(name, sp)} for name, sp in guests]
+    return params
+
+
+def params_of(name, server_point):
+    exp = EXPERIMENTS[name]
+    knobs = server_knobs(SimpleNamespace(experiment=name, server_point=server_point))
     engine = config["engines"][exp["engine"]]
     model, dataset = ex.point_model(exp, knobs), experiment_dataset(exp)
     return {
@@ -165,6 +184,21 @@ def session_params(wildcards):
         "measurement": {k: exp.get(k, config[k]) for k in MEASUREMENT_KEYS},
         "load_search": ({**exp["search"]["load"], "slo": exp["search"]["slo"]} if exp.get("search") else None),
     }
+
+
+def sharing_sessions():
+    """{guest session: the session whose engine it shares} (servelab/config/engine_groups.py),
+    over the enabled experiments in run order; {} unless `share_engines` is set."""
+    if not config.get("share_engines"):
+        return {}
+    return engine_groups.hosts({(name, sp): params_of(name, sp) for name in ex.enabled_experiments(config)
+                                for sp in SERVER_POINTS[name]})
+
+
+def guest_files(name, server_point):
+    """A guest session's own inputs besides the model (which it shares with its host)."""
+    inputs = session_inputs(SimpleNamespace(experiment=name, server_point=server_point))
+    return {"dataset": inputs.get("dataset"), "eval_tasks": inputs.get("eval_tasks")}
 
 
 def retry_failed_points(wildcards):
@@ -222,3 +256,10 @@ def figure_tables(wildcards):
 
 def figure_spec(wildcards):
     return EXPERIMENTS[wildcards.experiment]["figures"][wildcards.figure]
+
+
+# after every function it calls is defined
+ENGINE_HOSTS = sharing_sessions()
+if workflow.is_main_process and ENGINE_HOSTS:
+    sessions = sum(len(SERVER_POINTS[name]) for name in ex.enabled_experiments(config))
+    print(f"servelab engines shared: {engine_groups.summary(ENGINE_HOSTS, sessions)}", file=sys.stderr)

@@ -13,7 +13,6 @@ rule session:
         "results/{experiment}/sessions/{server_point}.json",
     params:
         spec=session_params,
-        store="results/{experiment}/store",
         cache=config["paths"]["cache"],
         retry_failed=retry_failed_points,
     log:

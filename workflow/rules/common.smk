@@ -138,9 +138,10 @@ def session_inputs(wildcards):
         inputs["eval_tasks"] = f"{DATASETS_DIR}/lm_eval/{exp['eval']['generated_task']['name']}"
     session = (wildcards.experiment, wildcards.server_point)
     if session in ENGINE_HOSTS:
-        # after its host, whose job measures its points on the same engine (it then finds
-        # nothing to do); ancient: the host's own new points are not the guest's change
-        inputs["engine_host"] = ancient("results/{}/sessions/{}.json".format(*ENGINE_HOSTS[session]))
+        # after its host, whose job measures its points on the same engine: it then finds
+        # nothing to measure. Not ancient(): Snakemake would then skip the guest's own
+        # params check whenever its host reruns (a guest's change reruns both).
+        inputs["engine_host"] = "results/{}/sessions/{}.json".format(*ENGINE_HOSTS[session])
     guests = [g for g, host in ENGINE_HOSTS.items() if host == session]
     inputs["guest_files"] = [f for g in guests for f in guest_files(*g).values() if f]
     return inputs

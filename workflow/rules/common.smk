@@ -142,8 +142,7 @@ def session_inputs(wildcards):
         # nothing to measure. Not ancient(): Snakemake would then skip the guest's own
         # params check whenever its host reruns (a guest's change reruns both).
         inputs["engine_host"] = "results/{}/sessions/{}.json".format(*ENGINE_HOSTS[session])
-    guests = [g for g, host in ENGINE_HOSTS.items() if host == session]
-    inputs["guest_files"] = [f for g in guests for f in guest_files(*g).values() if f]
+    inputs["guest_files"] = [f for g in guests_of(session) for f in guest_files(*g).values() if f]
     return inputs
 
 
@@ -154,7 +153,7 @@ def session_params(wildcards):
     """Everything that defines the session's measurements (a change reruns it); a session
     that hosts other experiments' sessions on its engine, theirs too (`guests`)."""
     params = params_of(wildcards.experiment, wildcards.server_point)
-    guests = [g for g, host in ENGINE_HOSTS.items() if host == (wildcards.experiment, wildcards.server_point)]
+    guests = guests_of((wildcards.experiment, wildcards.server_point))
     if guests:
         params["guests"] = [{"experiment": name, "server_point": sp, "params": params_of(name, sp),
                              **guest_files(name, sp)} for name, sp in guests]
@@ -194,6 +193,11 @@ def sharing_sessions():
         return {}
     return engine_groups.hosts({(name, sp): params_of(name, sp) for name in ex.enabled_experiments(config)
                                 for sp in SERVER_POINTS[name]})
+
+
+def guests_of(session):
+    """The sessions that run on `session`'s engine, in run order."""
+    return [guest for guest, host in ENGINE_HOSTS.items() if host == session]
 
 
 def guest_files(name, server_point):

@@ -79,3 +79,28 @@ def test_the_gpu_check_shares_five_starts_and_each_guest_runs_after_its_host():
     assert session_edges("share_engines=False")[0] == set()
     edges, log = session_edges("share_engines=True", "run=[week03,week07]")
     assert edges == set() and "engines shared" not in log
+
+
+def session_runtimes(*config_args: str) -> dict[str, int]:
+    """{experiment/server_point: the runtime (min) the dry run gives its session job}."""
+    proc = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--cores", "1",
+                           "--configfile", "config/config.yaml", "config/gpu-check.yaml", "--config", *config_args],
+                          cwd=REPO, capture_output=True, text=True, check=True)
+    runtimes, session = {}, None
+    for line in proc.stdout.splitlines():
+        if m := re.match(r"\s+output: results/(\w+)/sessions/(\S+)\.json$", line):
+            session = f"{m[1]}/{m[2]}"
+        elif session and (m := re.search(r"resources: .*runtime=(\d+)", line)):
+            runtimes[session], session = int(m[1]), None
+    return runtimes
+
+
+def test_a_host_job_asks_the_cluster_for_its_guests_minutes_too():
+    run = "run=[week02_latency,week03,week01,week12]"
+    shared = session_runtimes(run)
+    # offline 120 min, serve 240: week 3 runs in week 2's job, week 12's bf16 point in week 1's
+    assert shared["week02_latency/base"] == 120 + 120 and shared["week03/base"] == 120
+    assert shared["week01/base"] == 240 + 240 and shared["week12/model=llama31_8b"] == 240
+    assert shared["week12/model=llama31_8b_fp8"] == 240
+    alone = session_runtimes(run, "share_engines=False")
+    assert alone["week02_latency/base"] == 120 and alone["week01/base"] == 240

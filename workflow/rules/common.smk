@@ -234,7 +234,10 @@ SESSION_RUNTIME_MIN = {"serve": 240, "offline": 120}
 
 
 def session_runtime(wildcards):
-    return SESSION_RUNTIME_MIN[EXPERIMENTS[wildcards.experiment]["kind"]]
+    """Its own session's minutes, and those of the sessions it hosts (their points run in
+    its job: a cluster would otherwise end the host's job before its guests' points)."""
+    session = (wildcards.experiment, wildcards.server_point)
+    return sum(SESSION_RUNTIME_MIN[EXPERIMENTS[name]["kind"]] for name, _ in [session, *guests_of(session)])
 
 
 def model_shape(wildcards):

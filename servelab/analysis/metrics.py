@@ -15,7 +15,7 @@ from servelab.analysis.repeats import aggregate, group_repeats
 from servelab.analysis.roofline import theory_columns
 from servelab.config.experiments import EVAL_KNOB
 from servelab.engines.lm_eval_client import accuracy_columns
-from servelab.serve.server_log import STARTUP_PHASES, kv_blocks
+from servelab.serve.server_log import STARTUP_COLUMNS, kv_blocks
 
 LATENCIES = ("ttft", "tpot", "itl", "e2el")
 STATS = ("mean", "p50", "p90", "p99")
@@ -37,7 +37,7 @@ COUNTER_COLUMNS = {"prefix_cache_hit_rate", "spec_acceptance_rate", "spec_mean_a
 CONDITION_COLUMNS = COUNTER_COLUMNS | {"repeats", "warmup_prompts", "prefix_cache_reset", "outside_cpu_cores",
                                        "machine_cores",
                                        "outside_gpu_processes", "drift_max_pct", "ttft_trend", "saturated",
-                                       "itl_floor_ms", "ttft_floor_ms", *STARTUP_PHASES, "startup_other_s"}
+                                       "itl_floor_ms", "ttft_floor_ms", *STARTUP_COLUMNS, "startup_other_s"}
 
 
 def achieved_arrival_rate(start_times: list[float]) -> float | None:
@@ -93,15 +93,18 @@ def server_facts_columns(facts: dict, block_size) -> dict:
             "max_concurrency_x": facts.get("max_concurrency_x"),
             "weights_gib": facts.get("weights_gib"),
             # where the start-up went, as the engine's log states it
-            **{phase: facts.get(phase) for phase in STARTUP_PHASES}}
+            **{phase: facts.get(phase) for phase in STARTUP_COLUMNS}}
 
 
 def startup_other_s(row: dict) -> float | None:
-    """The start-up not in a stated phase: imports, process spawns, the API server."""
+    """The start-up in no phase the log shows: the worker's set-up before the weights, the
+    API server after the engine, the wait for /health (and imports and frontend where the
+    log's times do not give them)."""
     known = [row.get("startup_weights_s"), row.get("startup_engine_init_s")]
     if row.get("server_startup_s") is None or any(v is None for v in known):
         return None
-    return max(row["server_startup_s"] - sum(known), 0.0)
+    timed = [row.get(phase) or 0.0 for phase in ("startup_imports_s", "startup_frontend_s")]
+    return max(row["server_startup_s"] - sum(known) - sum(timed), 0.0)
 
 
 def hardware_columns(hw: dict) -> dict:

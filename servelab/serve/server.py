@@ -15,6 +15,8 @@ from pathlib import Path
 
 import requests
 
+from servelab.serve import server_log
+
 
 class ServerError(RuntimeError):
     """The server failed to start, or died while it was being measured. `exit_code`:
@@ -60,6 +62,8 @@ class Server:
     def start(self) -> None:
         self.log.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log, "wb") as out:
+            out.write(server_log.launch_line())   # the imports' start, for the start-up's breakdown
+            out.flush()
             self.started_at = time.monotonic()
             self.proc = subprocess.Popen(
                 self.command, stdout=out, stderr=subprocess.STDOUT,

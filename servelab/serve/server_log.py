@@ -17,6 +17,7 @@ The log's wording differs between builds; every phrasing seen is matched:
 from __future__ import annotations
 
 import re
+from datetime import datetime
 from pathlib import Path
 
 KV_CACHE = re.compile(r"(\w+) KV cache size: ([\d,]+) tokens")
@@ -37,6 +38,16 @@ STARTUP_PHASES = {
     "startup_engine_init_s": re.compile(r"init engine \(profile, create kv cache, warmup model\) took ([\d.]+) s"),
 }
 LABEL = re.compile(r'(\w+)="([^"]*)"')
+# and from the lines' times: vLLM stamps each line to the second ("INFO 11-25 15:31:01 [...]"),
+# and servelab's launch stamps the log's first line (LAUNCH, written by serve/server.py)
+LAUNCH = "servelab: launched at "
+LAUNCHED = re.compile("^" + LAUNCH + r"(\d{4})-(\d\d-\d\d \d\d:\d\d:\d\d\.\d+)", re.MULTILINE)
+VLLM_STAMP = re.compile(r"\b(?:DEBUG|INFO|WARNING|ERROR) (\d\d-\d\d \d\d:\d\d:\d\d) \[")
+ENGINE_PROCESS = re.compile(r"(\d\d-\d\d \d\d:\d\d:\d\d) \[[^\]]*\] Initializing a V1 LLM engine")
+# imports: launch to the engine's first line; frontend: from there to its engine process's
+# first line (configuration, tokenizer, the process start). Each to +-1 s.
+TIMELINE_PHASES = ("startup_imports_s", "startup_frontend_s")
+STARTUP_COLUMNS = (*STARTUP_PHASES, *TIMELINE_PHASES)
 
 
 def facts(text: str) -> dict:
@@ -52,7 +63,26 @@ def facts(text: str) -> dict:
     for name, pattern in STARTUP_PHASES.items():
         if m := pattern.search(text):
             out[name] = float(m[1])
+    return {**out, **timeline(text)}
+
+
+def timeline(text: str) -> dict:
+    """{startup_imports_s, startup_frontend_s} from the lines' times, for what the log shows."""
+    first, engine, launched = VLLM_STAMP.search(text), ENGINE_PROCESS.search(text), LAUNCHED.search(text)
+    year = launched[1] if launched else "2000"     # vLLM's stamps have none (2000: it has a 29 Feb)
+    stamp = lambda mmdd_time: datetime.strptime(f"{year}-{mmdd_time}", "%Y-%m-%d %H:%M:%S")
+    out = {}
+    if first and launched:
+        since = (stamp(first[1]) - datetime.strptime(f"{year}-{launched[2]}", "%Y-%m-%d %H:%M:%S.%f")).total_seconds()
+        out["startup_imports_s"] = round(max(since, 0.0), 3)   # the stamp is cut to the second
+    if first and engine:
+        out["startup_frontend_s"] = (stamp(engine[1]) - stamp(first[1])).total_seconds()
     return out
+
+
+def launch_line() -> bytes:
+    """The first line of a server's log, written as it is launched (local time, as vLLM's)."""
+    return f"{LAUNCH}{datetime.now():%Y-%m-%d %H:%M:%S.%f}\n".encode()
 
 
 def number(value: str | None) -> float | None:

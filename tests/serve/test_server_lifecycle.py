@@ -4,6 +4,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -28,7 +29,11 @@ def test_waits_for_health_then_tears_down_the_whole_tree(tmp_path):
         pgid = server.proc.pid
         assert group_alive(pgid)
     assert not group_alive(pgid)
-    assert "child pid" in (tmp_path / "server.log").read_text()
+    log = (tmp_path / "server.log").read_text()
+    assert "child pid" in log
+    # its first line, before the server's own: when it was launched (the imports' start)
+    launched = datetime.strptime(log.splitlines()[0], "servelab: launched at %Y-%m-%d %H:%M:%S.%f")
+    assert abs((datetime.now() - launched).total_seconds()) < 60
 
 
 def test_sigkill_after_the_grace_period_when_sigterm_is_ignored(tmp_path):

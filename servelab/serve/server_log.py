@@ -41,7 +41,7 @@ LABEL = re.compile(r'(\w+)="([^"]*)"')
 # and from the lines' times: vLLM stamps each line to the second ("INFO 11-25 15:31:01 [...]"),
 # and servelab's launch stamps the log's first line (LAUNCH, written by serve/server.py)
 LAUNCH = "servelab: launched at "
-LAUNCHED = re.compile("^" + LAUNCH + r"(\d{4})-(\d\d-\d\d \d\d:\d\d:\d\d\.\d+)", re.MULTILINE)
+LAUNCHED = re.compile("^" + LAUNCH + r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+)", re.MULTILINE)
 VLLM_STAMP = re.compile(r"\b(?:DEBUG|INFO|WARNING|ERROR) (\d\d-\d\d \d\d:\d\d:\d\d) \[")
 ENGINE_PROCESS = re.compile(r"(\d\d-\d\d \d\d:\d\d:\d\d) \[[^\]]*\] Initializing a V1 LLM engine")
 # imports: launch to the engine's first line; frontend: from there to its engine process's
@@ -69,14 +69,14 @@ def facts(text: str) -> dict:
 def timeline(text: str) -> dict:
     """{startup_imports_s, startup_frontend_s} from the lines' times, for what the log shows."""
     first, engine, launched = VLLM_STAMP.search(text), ENGINE_PROCESS.search(text), LAUNCHED.search(text)
-    year = launched[1] if launched else "2000"     # vLLM's stamps have none (2000: it has a 29 Feb)
-    stamp = lambda mmdd_time: datetime.strptime(f"{year}-{mmdd_time}", "%Y-%m-%d %H:%M:%S")
+    launch = datetime.strptime(launched[1], "%Y-%m-%d %H:%M:%S.%f") if launched else None
+    # vLLM's stamps have no year: the launch's (else 2000, which has a 29 February)
+    stamp = lambda m: datetime.strptime(f"{launch.year if launch else 2000}-{m[1]}", "%Y-%m-%d %H:%M:%S")
     out = {}
-    if first and launched:
-        since = (stamp(first[1]) - datetime.strptime(f"{year}-{launched[2]}", "%Y-%m-%d %H:%M:%S.%f")).total_seconds()
-        out["startup_imports_s"] = round(max(since, 0.0), 3)   # the stamp is cut to the second
+    if first and launch:   # the stamp is cut to the second
+        out["startup_imports_s"] = round(max((stamp(first) - launch).total_seconds(), 0.0), 3)
     if first and engine:
-        out["startup_frontend_s"] = (stamp(engine[1]) - stamp(first[1])).total_seconds()
+        out["startup_frontend_s"] = (stamp(engine) - stamp(first)).total_seconds()
     return out
 
 

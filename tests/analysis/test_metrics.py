@@ -101,3 +101,12 @@ def test_a_view_that_does_not_hold_the_configured_points_is_an_error(tmp_path, r
     more = {"base": [record["client_knobs"], {**record["client_knobs"], "request_rate": 2}]}
     with pytest.raises(ValueError, match="holds 1 point"):
         metrics.table([view], store, more)
+
+
+def test_the_rest_of_a_start_up_is_what_no_phase_accounts_for():
+    row = {"server_startup_s": 55.0, "startup_weights_s": 2.0, "startup_engine_init_s": 20.0}
+    assert metrics.startup_other_s(row) == 33.0                       # imports and frontend in it
+    row.update(startup_imports_s=14.0, startup_frontend_s=15.0)      # the log's times give them
+    assert metrics.startup_other_s(row) == 4.0
+    assert metrics.startup_other_s({**row, "startup_engine_init_s": None}) is None
+    assert metrics.startup_other_s({**row, "server_startup_s": 40.0}) == 0.0   # +-1 s stamps

@@ -30,3 +30,4 @@ onsuccess:
 
 onerror:
     report_failed_points()
+    report_timing()

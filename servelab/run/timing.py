@@ -12,9 +12,10 @@ def load(paths: list[Path]) -> list[dict]:
     return [json.loads(Path(p).read_text()) for p in paths]
 
 
-def summary(timings: list[dict]) -> str:
+def summary(timings: list[dict], run_wall_s: float | None = None) -> str:
     """Lines: sessions, wall, start-ups, client points, warm-ups and drift checks, and the
-    ratio of wall time to start-ups + client points (1.00 = no overhead)."""
+    ratio of wall time to start-ups + client points (1.00 = no overhead); with the run's
+    own wall time, a last line for sessions side by side (`run_line`)."""
     if not timings:
         return ""
     by_exp: dict[str, list[dict]] = {}
@@ -36,7 +37,26 @@ def summary(timings: list[dict]) -> str:
     lines = ["servelab: where the sessions' time went (this run):"]
     lines += [line(name, group) for name, group in sorted(by_exp.items())]
     lines.append(line("all", timings))
+    if run_wall_s:
+        lines.append(run_line(timings, run_wall_s))
     return "\n".join(lines)
+
+
+def run_line(timings: list[dict], run_wall_s: float) -> str:
+    """The run's wall against its sessions': on N GPUs the least a run can take is the
+    sessions' start-ups + points in GPU-seconds (a TP=2 session holds two) over N, so
+    `run wall / that` is 1.00 when the GPUs never wait (and no session waits for its GPU)."""
+    sessions = sum(t.get("wall_s", 0.0) for t in timings)
+    text = (f"  run: wall {run_wall_s:.0f}s for {sessions:.0f}s of session wall "
+            f"({sessions / run_wall_s:.2f} sessions at a time on average)")
+    gpus = {g for t in timings for g in t.get("gpus", ())}
+    if not gpus:
+        return text
+    gpu_s = sum((t.get("startup_s", 0.0) + t.get("points_s", 0.0)) * max(1, len(t.get("gpus", ())))
+                for t in timings)
+    least = gpu_s / len(gpus)
+    return (text + f"; on {len(gpus)} GPU(s) ({','.join(sorted(gpus))}): start-ups + points "
+            f"{gpu_s:.0f} GPU-s / {len(gpus)} = {least:.0f}s, run wall / that = {run_wall_s / least:.3f}")
 
 
 def this_runs(results: Path, since: float) -> list[Path]:

@@ -85,3 +85,13 @@ def test_a_tp2_point_gets_both_gpus_and_runs_alone(single_node_run):
     for name in ("gpu_a", "gpu_b"):
         s0, s1 = session_span(work / f"logs/{name}/base.session.log")
         assert s1 <= t0 or t1 <= s0, f"tp2 ran beside {name}: ({t0}, {t1}) vs ({s0}, {s1})"
+
+
+def test_the_runs_end_weighs_its_sessions_by_the_gpus_they_held(single_node_run):
+    # servelab.run.timing: on N GPUs a run takes at least its sessions' GPU-seconds / N
+    work, output = single_node_run
+    (line,) = [text for text in output.splitlines() if text.strip().startswith("run: wall")]
+    timings = [json.loads(p.read_text()) for p in sorted(work.glob("results/*/store/sessions/*/timing.json"))]
+    assert sorted(len(t["gpus"]) for t in timings) == [1, 1, 2]     # the TP=2 session held both
+    gpu_s = sum((t["startup_s"] + t["points_s"]) * len(t["gpus"]) for t in timings)
+    assert f"on 2 GPU(s) (0,1): start-ups + points {gpu_s:.0f} GPU-s / 2 = {gpu_s / 2:.0f}s" in line, line

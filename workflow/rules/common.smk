@@ -79,7 +79,8 @@ def report_failed_points():
 
 def report_timing():
     """Where the sessions of this run spent their time (servelab/run/timing.py)."""
-    if text := timing.summary(timing.load(timing.this_runs(Path("results"), RUN_STARTED))):
+    sessions = timing.load(timing.this_runs(Path("results"), RUN_STARTED))
+    if text := timing.summary(sessions, run_wall_s=time.time() - RUN_STARTED):
         print(text, file=sys.stderr)
 
 

@@ -206,6 +206,14 @@ class OutsideLoad:
         ours = {pid for pid, (_, pgid, _) in process_table().items() if pgid in self.pgids}
         self.gpu_others = gpu_processes_of_others(self.env, ours | {self.root})
 
+    def lap(self) -> dict:
+        """The load since the last lap (or the start), a new lap begun: for the points that
+        one process measures one after another (an offline runner)."""
+        self.__exit__(None, None, None)
+        result = self.result()
+        self.start = self.end
+        return result
+
     def result(self) -> dict:
         wall = self.end[0] - self.start[0]
         outside = (self.end[1] - self.start[1]) - (self.end[2] - self.start[2])

@@ -596,7 +596,10 @@ def measure_offline(launch: Launch, missing: list[tuple[str, dict, dict]], guest
         gpu = (monitors.GpuMonitor(session_dir / f"gpu{tag}.csv", spec.monitors["gpu"].get("interval_ms", 500))
                if "gpu" in spec.monitors else contextlib.nullcontext())
         reported: set[str] = set()
-        with runner, gpu, PeakMemory([runner.proc.pid], launch.env) as memory:
+        # load from outside over each point (from the last report to this one; the first
+        # point's window holds the engine start): jobs beside it on the host slow it too
+        with runner, gpu, PeakMemory([runner.proc.pid], launch.env) as memory, \
+                conditions.OutsideLoad([runner.proc.pid], launch.env) as outside:
             log(f"{len(points)} point(s) in one {spec.engine} {spec.tool} process (log {runner.log})")
             while True:
                 code = runner.proc.poll()   # before reading: all it wrote before exiting is read
@@ -604,8 +607,8 @@ def measure_offline(launch: Launch, missing: list[tuple[str, dict, dict]], guest
                     if outcome["key"] not in reported:
                         reported.add(outcome["key"])
                         done += 1
-                        record_offline(points[outcome["key"]], outcome, runner, cmd, memory.result(),
-                                       f"[{done}/{total}]")
+                        record_offline(points[outcome["key"]], outcome, runner, cmd,
+                                       {**memory.result(), "outside": outside.lap()}, f"[{done}/{total}]")
                         memory.reset()
                 # all reported: stop it now (a profiler wrapping it must see it exit on its own)
                 if code is not None or (len(reported) == len(points) and not spec.monitors.get("wrap")):
@@ -647,11 +650,11 @@ def offline_file_name(knobs: dict, identity: dict, spec: SessionSpec) -> str:
     return point_id(knobs_swept(knobs, spec)) + (f"-repeat{identity['repeat']}" if "repeat" in identity else "")
 
 
-def record_offline(point: tuple, outcome: dict, runner: Server, runner_cmd: list[str], memory: dict,
+def record_offline(point: tuple, outcome: dict, runner: Server, runner_cmd: list[str], measured: dict,
                    progress: str) -> None:
     """Store one point the runner reported, in the store of the session it belongs to: its
     engine start (when it paid one) is that session's start-up time, its benchmark the
-    point's time."""
+    point's time; `measured`: its peak memory and the load from outside over it."""
     launch, key, knobs, identity, raw, _, standalone = point
     spec = launch.spec
     engine_start_s = outcome.get("engine_start_s", 0.0)
@@ -673,7 +676,7 @@ def record_offline(point: tuple, outcome: dict, runner: Server, runner_cmd: list
     if warmed := offline_warmup(spec, knobs):   # inside the benchmark: it ran, or the point failed
         launch.warmup = {"num_prompts": warmed["num_warmups"], "completed": warmed["num_warmups"],
                          "by": "the benchmark's --num-warmups"}
-    record = launch.record(key, identity, knobs, "", outcome["wall_s"], {**memory, **extra})
+    record = launch.record(key, identity, knobs, "", outcome["wall_s"], {**measured, **extra})
     launch.store.save(key, record, {"bench.json": raw})
     owner = f"{spec.experiment}/" if launch.shared_from else ""
     log(f"{progress} {owner}{name}: measured in {outcome['wall_s']:.1f}s"
@@ -711,9 +714,11 @@ def session_points(spec: SessionSpec, store: PointStore, engine_version: str | N
 
 
 def session_timing(spec: SessionSpec, launch: Launch, wall_s: float, shared: dict | None = None) -> dict:
+    # the GPUs the job held (servelab.run.gpu_slots, or the scheduler's): a run's GPU-seconds
+    gpus = [d.strip() for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
     return {"experiment": spec.experiment, "server_point": spec.server_point, "kind": spec.kind,
             "wall_s": round(wall_s, 2), **{k: round(v, 2) for k, v in launch.timing.items()},
-            **({"shared_engine": shared} if shared else {})}
+            **({"shared_engine": shared} if shared else {}), **({"gpus": gpus} if gpus else {})}
 
 
 def run(spec: SessionSpec, view_path: str | Path, retry_failed: bool = False,

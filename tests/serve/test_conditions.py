@@ -130,3 +130,17 @@ def test_annotate_adds_to_a_saved_record_and_keeps_its_raw_files(tmp_path):
     store.annotate("k", {"drift": {"p50_itl_ms": 0.05}})
     assert store.load("k") == {"x": 1, "drift": {"p50_itl_ms": 0.05}}
     assert (store.path("k") / "bench.json").exists()
+
+
+def test_laps_give_each_point_of_one_process_the_load_from_outside_over_it_alone():
+    # an offline runner measures its points one after another: a lap per reported point
+    spin = "import time\nt = time.time()\nwhile time.time() - t < 1.5: pass"
+    with conditions.OutsideLoad([], {}) as outside:
+        subprocess.Popen(["setsid", "--fork", sys.executable, "-c", spin]).wait()
+        time.sleep(1.8)
+        busy = outside.lap()      # the neighbour spun during this one
+        time.sleep(1.5)
+        quiet = outside.lap()     # and not during this one
+    print(f"\nbusy: {busy}, quiet: {quiet}")
+    assert busy["outside_cpu_cores"] > 0.3
+    assert quiet["outside_cpu_cores"] < busy["outside_cpu_cores"] / 2

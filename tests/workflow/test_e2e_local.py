@@ -123,6 +123,8 @@ def test_offline_weeks_run_for_real(workdir, first_run):
     assert (throughput["completed"] == 40).all() and throughput["valid"].all()
     # the same 40 requests at either setting: only the engine's batching differs
     assert throughput["total_tokens"].nunique() == 1 and (throughput["total_token_throughput_tps"] > 0).all()
+    # offline points carry the load from outside over each too (a job beside them slows them)
+    assert (latency["outside_cpu_cores"] >= 0).all() and (throughput["outside_cpu_cores"] >= 0).all()
     for fig in ("week03/latency_vs_batch.png", "week04/throughput_vs_seqs.png"):
         assert (workdir / "results" / fig).read_bytes()[:4] == b"\x89PNG"
     # one engine per engine configuration (issue #18), across experiments too: week 2's

@@ -64,12 +64,22 @@ def dataset(config: dict, name: str) -> str:
 
 
 def client_points(config: dict, points: list[dict]) -> list[dict]:
-    """Each client point with num_prompts cut to the check's cap."""
+    """Each client point with num_prompts cut to the check's cap; a point that sends its
+    prompts in static batches (`batch_size` with `num_prompts`: HF generate) sends one whole
+    batch instead, so that its batch is the size it is labelled with (16 prompts at batch
+    size 64 would measure a batch of 16) and batch size 1 generates once, not 16 times."""
     cap = (config.get("dummy_weights") or {}).get("num_prompts")
     if cap is None:
         return points
-    return [{**p, "num_prompts": min(int(p["num_prompts"]), cap)} if "num_prompts" in p else p
-            for p in points]
+
+    def cut(point: dict) -> dict:
+        if "num_prompts" not in point:
+            return point
+        if "batch_size" in point:
+            return {**point, "num_prompts": int(point["batch_size"])}
+        return {**point, "num_prompts": min(int(point["num_prompts"]), cap)}
+
+    return [cut(p) for p in points]
 
 
 def problems(config: dict, models_used: dict[str, set[str]]) -> list[str]:

@@ -77,6 +77,10 @@ def test_dummy_mode_serves_shapes_with_random_weights(check_config, course_confi
     assert dummy_weights.dataset(check_config, "sharegpt") == "synthetic_sharegpt"
     assert dummy_weights.client_points(check_config, [{"num_prompts": 200, "request_rate": 1}, {"batch_size": 8}]) == [
         {"num_prompts": 16, "request_rate": 1}, {"batch_size": 8}]
+    # static batching (HF generate) sends one whole batch: at 64 not a batch of 16, at 1 one prompt
+    static = [{"num_prompts": 300, "batch_size": b} for b in (1, 64)]
+    assert [p["num_prompts"] for p in dummy_weights.client_points(check_config, static)] == [1, 64]
+    assert dummy_weights.client_points(course_config, static) == static
     # without the overlay nothing changes: the hub checkpoint, its own directory and identity
     assert dummy_weights.served_knobs(course_config, "llama31_8b", {"max_model_len": 4096}) == {"max_model_len": 4096}
     assert course_config["paths"]["models"] + "/llama31_8b" == dummy_weights.model_dir(course_config, "llama31_8b")

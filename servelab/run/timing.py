@@ -49,13 +49,15 @@ def run_line(timings: list[dict], run_wall_s: float) -> str:
     sessions = sum(t.get("wall_s", 0.0) for t in timings)
     text = (f"  run: wall {run_wall_s:.0f}s for {sessions:.0f}s of session wall "
             f"({sessions / run_wall_s:.2f} sessions at a time on average)")
-    gpus = {g for t in timings for g in t.get("gpus", ())}
+    # a GPU is its host's (under SLURM every node has a GPU 0)
+    gpus = {(t.get("host", ""), g) for t in timings for g in t.get("gpus", ())}
     if not gpus:
         return text
+    names = sorted(g if len({h for h, _ in gpus}) == 1 else f"{h}:{g}" for h, g in gpus)
     gpu_s = sum((t.get("startup_s", 0.0) + t.get("points_s", 0.0)) * max(1, len(t.get("gpus", ())))
                 for t in timings)
     least = gpu_s / len(gpus)
-    return (text + f"; on {len(gpus)} GPU(s) ({','.join(sorted(gpus))}): start-ups + points "
+    return (text + f"; on {len(gpus)} GPU(s) ({','.join(names)}): start-ups + points "
             f"{gpu_s:.0f} GPU-s / {len(gpus)} = {least:.0f}s, run wall / that = {run_wall_s / least:.3f}")
 
 

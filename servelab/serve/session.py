@@ -14,6 +14,7 @@ import contextlib
 import dataclasses
 import json
 import os
+import socket
 import subprocess
 import sys
 import tempfile
@@ -718,7 +719,8 @@ def session_timing(spec: SessionSpec, launch: Launch, wall_s: float, shared: dic
     gpus = [d.strip() for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
     return {"experiment": spec.experiment, "server_point": spec.server_point, "kind": spec.kind,
             "wall_s": round(wall_s, 2), **{k: round(v, 2) for k, v in launch.timing.items()},
-            **({"shared_engine": shared} if shared else {}), **({"gpus": gpus} if gpus else {})}
+            **({"shared_engine": shared} if shared else {}),
+            **({"gpus": gpus, "host": socket.gethostname()} if gpus else {})}
 
 
 def run(spec: SessionSpec, view_path: str | Path, retry_failed: bool = False,

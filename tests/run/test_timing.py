@@ -64,3 +64,6 @@ def test_the_run_line_weighs_sessions_by_the_gpus_they_held():
     cpu = timing.summary([{k: v for k, v in s.items() if k != "gpus"} for s in sessions], run_wall_s=250.0)
     assert cpu.splitlines()[-1] == "  run: wall 250s for 250s of session wall (1.00 sessions at a time on average)"
     assert "run:" not in timing.summary(sessions)
+    # on a cluster each node has its GPU 0: two nodes' are two GPUs
+    nodes = [{**sessions[0], "host": "n1"}, {**sessions[0], "host": "n2"}]
+    assert "on 2 GPU(s) (n1:0,n2:0): start-ups + points 180 GPU-s / 2 = 90s" in timing.summary(nodes, 100.0)

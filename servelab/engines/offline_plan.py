@@ -92,15 +92,16 @@ def write_plan(path: str | Path, points: list[tuple[str, list[str]]]) -> None:
 
 
 def run_plan(points: list[dict], status_path: str | Path, cache: EngineCache,
-             run_point: Callable[[list[str]], None]) -> int:
+             run_point: Callable[[list[str]], None], started: float | None = None) -> int:
     """Run every point with `run_point(argv)` (which gets its engine from `cache`); return
-    the number that failed. A failing point is reported and the run goes on."""
-    failed = 0
+    the number that failed. A failing point is reported and the run goes on. `started`:
+    when the runner's start-up began (default: its imports'; a pre-started runner's: its grant)."""
+    failed, first_start = 0, started
     with open(status_path, "a") as status:
         for n, point in enumerate(points, 1):
             print(f"[{n}/{len(points)}] {POINT_MARK}{point['key']}", flush=True)
             started = time.monotonic()
-            imports_s = started - RUNNER_STARTED if n == 1 else 0.0
+            imports_s = started - (first_start or RUNNER_STARTED) if n == 1 else 0.0
             cache.start_s = 0.0
             outcome: dict = {"key": point["key"]}
             try:

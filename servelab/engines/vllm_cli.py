@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import importlib.metadata as metadata
 
+from servelab.engines import prestart
+
 _original_version = metadata.version
 
 
@@ -39,6 +41,7 @@ def patch_version_lookup() -> None:
 
 def main() -> None:
     patch_version_lookup()
+    prestart.wait_for_grant(prestart.VLLM_SERVE_MODULES)   # a pre-started server: imports, then its GPU
     from vllm.entrypoints.cli.main import main as vllm_main
 
     vllm_main()

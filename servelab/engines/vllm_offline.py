@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import importlib
 import sys
+import time
 
+from servelab.engines import prestart
 from servelab.engines.offline_plan import EngineCache, read_plan, run_plan
 
 TOOLS = ("latency", "throughput")
@@ -64,6 +66,8 @@ def main(argv: list[str] | None = None) -> int:
 
     bench = importlib.import_module(f"vllm.benchmarks.{tool}")
     cache = shared_engine_cache()
+    # pre-started (servelab.engines.prestart): the imports above ran before the job held its GPUs
+    granted = time.monotonic() if prestart.wait_for_grant() else None
 
     def run_point(point_argv: list[str]) -> None:
         parser = FlexibleArgumentParser(prog=f"vllm bench {tool}")
@@ -72,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"$ vllm bench {tool} {' '.join(point_argv)}", flush=True)
         bench.main(args)
 
-    failed = run_plan(read_plan(plan_path), status_path, cache, run_point)
+    failed = run_plan(read_plan(plan_path), status_path, cache, run_point, started=granted)
     print(f"servelab: {cache.builds} engine start(s) for the plan's points, {failed} failed", flush=True)
     return 0
 

@@ -91,28 +91,53 @@ class GpuClaim:
         self.release()
 
 
-class assigned_gpus:
-    """Context manager for a session job needing `count` GPUs: claims them on a
-    machine where no scheduler chose them, and exports CUDA_VISIBLE_DEVICES (so the
-    servers and the point's provenance see it). Yields the devices, or None where
-    nothing is to be chosen (no GPU needed, SLURM chose, or no GPU on the machine)."""
+class JobGpus:
+    """The GPUs of a session job needing `count`, claimed when first needed (`take`) on a
+    machine where no scheduler chose them, and released when the job's context exits.
+
+    Until `take`, a server may already be starting through servelab.serve.gate, importing
+    its engine while another job measures on the GPU this one waits for (`deferrable`).
+    `take` blocks until the GPUs are held, exports CUDA_VISIBLE_DEVICES (so the servers and
+    the point's provenance see it) and returns them, or None where nothing is to be chosen
+    (no GPU needed, SLURM chose, or no GPU on the machine)."""
 
     def __init__(self, count: int, progress=print, lock_dir: Path | None = None):
         self.count, self.progress, self.lock_dir = count, progress, lock_dir or LOCK_DIR
         self.claim: GpuClaim | None = None
-
-    def __enter__(self) -> list[str] | None:
         env = dict(os.environ)
-        if self.count <= 0 or scheduler_assigned(env):
+        self.pool = [] if count <= 0 or scheduler_assigned(env) else machine_gpus(env)
+
+    @property
+    def deferrable(self) -> bool:
+        return bool(self.pool) and self.claim is None
+
+    def take(self) -> list[str] | None:
+        if not self.pool:
             return None
-        pool = machine_gpus(env)
-        if not pool:
-            return None
-        self.claim = GpuClaim(pool, self.count, self.lock_dir, progress=self.progress).__enter__()
-        os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(self.claim.devices)
-        self.progress(f"GPU(s) {os.environ['CUDA_VISIBLE_DEVICES']} of {','.join(pool)} claimed for this job")
+        if self.claim is None:
+            # a short poll: a job that waits with its engine imported gets a freed GPU before
+            # a job Snakemake starts in its place can ask for it
+            self.held(GpuClaim(self.pool, self.count, self.lock_dir, poll_s=0.2, progress=self.progress).__enter__())
         return self.claim.devices
+
+    def take_if_free(self) -> bool:
+        """Claim at once if the GPUs are free (True), else leave them (False)."""
+        if self.claim is None and self.pool:
+            claim = GpuClaim(self.pool, self.count, self.lock_dir, progress=self.progress)
+            if claim.try_claim():
+                self.held(claim)
+        return self.claim is not None
+
+    def held(self, claim: GpuClaim) -> None:
+        self.claim = claim
+        os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(claim.devices)
+        self.progress(f"GPU(s) {os.environ['CUDA_VISIBLE_DEVICES']} of {','.join(self.pool)} claimed for this job")
+
+    def __enter__(self) -> "JobGpus":
+        return self
 
     def __exit__(self, *exc) -> None:
         if self.claim:
             self.claim.__exit__(*exc)
+            self.claim = None
+

@@ -11,10 +11,12 @@ import signal
 import socket
 import subprocess
 import time
+from datetime import datetime
 from pathlib import Path
 
 import requests
 
+from servelab.engines import prestart
 from servelab.serve import server_log
 
 
@@ -45,8 +47,10 @@ class Server:
     """A server process started by `command`, its output written to `log`."""
 
     def __init__(self, command: list[str], port: int, log: str | Path, env: dict | None = None,
-                 grace_seconds: float = 20.0):
+                 grace_seconds: float = 20.0, gated: bool = False):
         self.command = command
+        # pre-started (servelab.engines.prestart): it imports, then waits on stdin for `grant`
+        self.gated = gated
         self.port = port
         self.log = Path(log)
         self.env = env
@@ -65,10 +69,30 @@ class Server:
             out.write(server_log.launch_line())   # the imports' start, for the start-up's breakdown
             out.flush()
             self.started_at = time.monotonic()
+            env = {**(self.env or os.environ), prestart.GATE_ENV: "1"} if self.gated else self.env
             self.proc = subprocess.Popen(
                 self.command, stdout=out, stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL, env=self.env, start_new_session=True,
+                stdin=subprocess.PIPE if self.gated else subprocess.DEVNULL, env=env,
+                start_new_session=True,
             )
+
+    def grant(self, devices: list[str] | None) -> None:
+        """Let a gated server go on, on `devices` (None: those of its environment); its
+        start-up is counted from here."""
+        if not self.gated or self.proc.stdin.closed:
+            return
+        visible = ",".join(devices) if devices else (self.env or os.environ).get("CUDA_VISIBLE_DEVICES", "")
+        try:
+            self.proc.stdin.write(f"{visible or prestart.KEEP_DEVICES}\t{datetime.now():%Y-%m-%d %H:%M:%S.%f}\n".encode())
+            self.proc.stdin.close()
+        except BrokenPipeError:   # it died while importing: check_alive reports it
+            pass
+        self.started_at = time.monotonic()
+
+    def wait_for_line(self, text: str, poll_s: float = 0.2) -> None:
+        """Until its log holds `text` (or it has exited: check_alive then says why)."""
+        while self.proc.poll() is None and text not in self.log.read_text(errors="replace"):
+            time.sleep(poll_s)
 
     def check_alive(self, during: str) -> None:
         code = self.proc.poll() if self.proc else None

@@ -20,6 +20,8 @@ import re
 from datetime import datetime
 from pathlib import Path
 
+from servelab.engines import prestart
+
 KV_CACHE = re.compile(r"(\w+) KV cache size: ([\d,]+) tokens")
 MAX_CONCURRENCY = re.compile(r"Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x")
 WEIGHTS_GPU = re.compile(r"Model loading took ([\d.]+) GiB(?: memory)? and")
@@ -41,13 +43,19 @@ LABEL = re.compile(r'(\w+)="([^"]*)"')
 # and from the lines' times: vLLM stamps each line to the second ("INFO 11-25 15:31:01 [...]"),
 # and servelab's launch stamps the log's first line (LAUNCH, written by serve/server.py)
 LAUNCH = "servelab: launched at "
-LAUNCHED = re.compile("^" + LAUNCH + r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+)", re.MULTILINE)
+LOCAL_TIME = r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+)"
+LAUNCHED = re.compile("^" + LAUNCH + LOCAL_TIME, re.MULTILINE)
+# a pre-started server's (servelab.engines.prestart): its imports done, then its GPUs granted
+IMPORTED = re.compile("^" + re.escape(prestart.IMPORTED) + LOCAL_TIME, re.MULTILINE)
+GRANTED = re.compile("^" + re.escape(prestart.GRANTED) + LOCAL_TIME, re.MULTILINE)
 VLLM_STAMP = re.compile(r"\b(?:DEBUG|INFO|WARNING|ERROR) (\d\d-\d\d \d\d:\d\d:\d\d) \[")
 ENGINE_PROCESS = re.compile(r"(\d\d-\d\d \d\d:\d\d:\d\d) \[[^\]]*\] Initializing a V1 LLM engine")
-# imports: launch to the engine's first line; frontend: from there to its engine process's
-# first line (configuration, tokenizer, the process start). Each to +-1 s.
+# imports: launch (a pre-started server's grant) to the engine's first line; frontend: from
+# there to its engine process's first line (configuration, tokenizer, the process start).
+# Each to +-1 s. A pre-started server's imports ahead of its grant are not in its start-up.
 TIMELINE_PHASES = ("startup_imports_s", "startup_frontend_s")
-STARTUP_COLUMNS = (*STARTUP_PHASES, *TIMELINE_PHASES)
+AHEAD = "startup_imported_ahead_s"
+STARTUP_COLUMNS = (*STARTUP_PHASES, *TIMELINE_PHASES, AHEAD)
 
 
 def facts(text: str) -> dict:
@@ -67,12 +75,19 @@ def facts(text: str) -> dict:
 
 
 def timeline(text: str) -> dict:
-    """{startup_imports_s, startup_frontend_s} from the lines' times, for what the log shows."""
-    first, engine, launched = VLLM_STAMP.search(text), ENGINE_PROCESS.search(text), LAUNCHED.search(text)
-    launch = datetime.strptime(launched[1], "%Y-%m-%d %H:%M:%S.%f") if launched else None
+    """{startup_imports_s, startup_frontend_s, startup_imported_ahead_s} from the lines'
+    times, for what the log shows."""
+    first, engine = VLLM_STAMP.search(text), ENGINE_PROCESS.search(text)
+    local = lambda m: datetime.strptime(m[1], "%Y-%m-%d %H:%M:%S.%f") if m else None
+    launched, imported, granted = local(LAUNCHED.search(text)), local(IMPORTED.search(text)), local(GRANTED.search(text))
+    # a pre-started server that waited for its GPUs: its start-up counts from the grant
+    waited = bool(imported and granted and granted >= imported)
+    launch = granted if waited else launched
     # vLLM's stamps have no year: the launch's (else 2000, which has a 29 February)
     stamp = lambda m: datetime.strptime(f"{launch.year if launch else 2000}-{m[1]}", "%Y-%m-%d %H:%M:%S")
     out = {}
+    if launched and waited:
+        out[AHEAD] = round((imported - launched).total_seconds(), 3)
     if first and launch:   # the stamp is cut to the second
         out["startup_imports_s"] = round(max((stamp(first) - launch).total_seconds(), 0.0), 3)
     if first and engine:

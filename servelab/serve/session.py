@@ -22,10 +22,11 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from servelab.engines import commands, lm_eval_client, offline_plan
+from servelab.engines import commands, lm_eval_client, offline_plan, prestart
 from servelab.serve import conditions, failure, monitors, server_log, topology
 from servelab.serve.load_search import SearchPoints
 from servelab.run import caches, provenance
+from servelab.run.gpu_slots import JobGpus
 from servelab.fetch import model_facts
 from servelab.engines.registry import ENGINES
 from servelab.atomic import write_text
@@ -183,8 +184,9 @@ class Fleet:
             server.check_alive(during if len(self.servers) == 1 else f"({server.log.stem}) {during}")
 
 
-def launch_plan(spec: SessionSpec, session_dir: Path, env: dict) -> tuple[Fleet, str]:
-    """The processes of the server point and the command lines to record."""
+def launch_plan(spec: SessionSpec, session_dir: Path, env: dict, gated: bool = False) -> tuple[Fleet, str]:
+    """The processes of the server point and the command lines to record; `gated`: its one
+    server is pre-started (servelab.engines.prestart), to be granted its GPUs (hold_gpus)."""
     engine = ENGINES[spec.engine]
     knobs = {**spec.server_knobs, **monitors.profiler_knobs(spec.monitors, session_dir)}
     wrap = spec.monitors.get("wrap")
@@ -192,7 +194,7 @@ def launch_plan(spec: SessionSpec, session_dir: Path, env: dict) -> tuple[Fleet,
         port = free_port()
         cmd = monitors.wrap_command(engine.serve_command(spec.model_path, port, knobs, spec.served_name),
                                     wrap, session_dir)
-        server = Server(cmd, port, session_dir / "server.log", env=env)
+        server = Server(cmd, port, session_dir / "server.log", env=env, gated=gated)
         return Fleet([server], server), commands.shell_line(cmd)
     rs = topology.roles(knobs, spec.topology)
     topology.assign_ports(spec.engine, rs, free_port)
@@ -233,6 +235,8 @@ class Launch:
         return ENGINES[self.spec.engine]
 
     warmup: dict | None = None
+    gpus: JobGpus | None = None   # claimed once its pre-started processes have imported (hold_gpus)
+    gpu_wait_s: float = 0.0
     shared_from: dict | None = None   # on another experiment's engine: its experiment, point, session
     offline_reasons: dict = field(default_factory=dict)   # runner error -> the engine's own reason
     # where the session's time went: server start-ups, warm-ups, client points (seconds)
@@ -316,7 +320,7 @@ def measure(launch: Launch, missing: list[tuple[str, dict, dict]], guests: list[
     for restart, group in restart_passes(missing) or [(0, [])]:
         launch_dir = launch.session_dir if restart == 0 else launch.session_dir / f"restart{restart}"
         launch_dir.mkdir(exist_ok=True)
-        fleet, launch.serve_cmd = launch_plan(spec, launch_dir, launch.env)
+        fleet, launch.serve_cmd = launch_plan(spec, launch_dir, launch.env, gated=launch.gpus is not None)
         write_text(launch_dir / "command.txt", launch.serve_cmd + "\n")
         launch.fleet, launch.startup_s, launch.facts = fleet, None, {}
         done: list[str] = []
@@ -325,6 +329,7 @@ def measure(launch: Launch, missing: list[tuple[str, dict, dict]], guests: list[
                 log(f"{spec.experiment}/{spec.server_point}: {len(fleet.servers)} process(es) starting"
                     f"{f' (restart {restart})' if restart else ''}, client port {fleet.front.port} "
                     f"(logs in {launch_dir})")
+                hold_gpus(launch, fleet.servers)
                 launch.client = launch.client or launch.engine.client()  # imported while the server loads
                 launch.startup_s = fleet.wait_healthy(spec.startup_timeout_s, progress=log)
                 launch.timing["startup_s"] += launch.startup_s
@@ -352,6 +357,35 @@ def measure(launch: Launch, missing: list[tuple[str, dict, dict]], guests: list[
                 for point in guest.missing:
                     if point[0] not in guest.done:
                         guest_launch(launch, guest).save_failure(point, died)
+
+
+def prestarts(spec: SessionSpec, gpus: JobGpus | None) -> bool:
+    """Whether the session's engine starts before the job holds its GPUs
+    (servelab.engines.prestart): one vLLM process, no profiler wrapping it, on a machine
+    where the job claims its GPUs itself and has not yet."""
+    return bool(gpus is not None and gpus.deferrable and spec.engine == "vllm" and not spec.topology
+                and not spec.monitors.get("wrap"))
+
+
+def hold_gpus(launch: Launch, processes: list[Server]) -> None:
+    """A pre-started session's turn on its GPUs: at once where they are free (its start-up
+    then counts from its launch, imports included); else once its processes have imported,
+    waiting for the GPUs (its start-up then counts from the grant: the imports ran while
+    another job used them). Then its processes go on, on them."""
+    if launch.gpus is None:
+        return
+    if not launch.gpus.take_if_free():
+        for process in processes:
+            process.wait_for_line(prestart.IMPORTED)
+        waiting = time.monotonic()
+        launch.gpus.take()
+        launch.gpu_wait_s += time.monotonic() - waiting
+        log(f"waited {launch.gpu_wait_s:.1f}s for GPU(s) with the engine imported; "
+            f"its start-up counts from here")
+    devices = launch.gpus.take()
+    launch.env["CUDA_VISIBLE_DEVICES"] = ",".join(devices)
+    for process in processes:
+        process.grant(devices)
 
 
 def restart_passes(missing) -> list[tuple[int, list]]:
@@ -593,28 +627,31 @@ def measure_offline(launch: Launch, missing: list[tuple[str, dict, dict]], guest
         offline_plan.write_plan(plan, [(plan_key, p[5]) for plan_key, p in points.items()])
         cmd = monitors.wrap_command(engine.offline_plan_command(spec.tool, str(plan), str(status)),
                                     spec.monitors.get("wrap"), session_dir)
-        runner = Server(cmd, 0, session_dir / f"{spec.tool}{tag}.log", env=launch.env)
+        runner = Server(cmd, 0, session_dir / f"{spec.tool}{tag}.log", env=launch.env,
+                        gated=launch.gpus is not None)
         gpu = (monitors.GpuMonitor(session_dir / f"gpu{tag}.csv", spec.monitors["gpu"].get("interval_ms", 500))
                if "gpu" in spec.monitors else contextlib.nullcontext())
         reported: set[str] = set()
         # load from outside over each point (from the last report to this one; the first
         # point's window holds the engine start): jobs beside it on the host slow it too
-        with runner, gpu, PeakMemory([runner.proc.pid], launch.env) as memory, \
-                conditions.OutsideLoad([runner.proc.pid], launch.env) as outside:
-            log(f"{len(points)} point(s) in one {spec.engine} {spec.tool} process (log {runner.log})")
-            while True:
-                code = runner.proc.poll()   # before reading: all it wrote before exiting is read
-                for outcome in offline_plan.read_status(status):
-                    if outcome["key"] not in reported:
-                        reported.add(outcome["key"])
-                        done += 1
-                        record_offline(points[outcome["key"]], outcome, runner, cmd,
-                                       {**memory.result(), "outside": outside.lap()}, f"[{done}/{total}]")
-                        memory.reset()
-                # all reported: stop it now (a profiler wrapping it must see it exit on its own)
-                if code is not None or (len(reported) == len(points) and not spec.monitors.get("wrap")):
-                    break
-                time.sleep(0.5)
+        with runner:
+            hold_gpus(launch, [runner])   # a pre-started runner's turn on the GPU
+            with gpu, PeakMemory([runner.proc.pid], launch.env) as memory, \
+                    conditions.OutsideLoad([runner.proc.pid], launch.env) as outside:
+                log(f"{len(points)} point(s) in one {spec.engine} {spec.tool} process (log {runner.log})")
+                while True:
+                    code = runner.proc.poll()   # before reading: all it wrote before exiting is read
+                    for outcome in offline_plan.read_status(status):
+                        if outcome["key"] not in reported:
+                            reported.add(outcome["key"])
+                            done += 1
+                            record_offline(points[outcome["key"]], outcome, runner, cmd,
+                                           {**memory.result(), "outside": outside.lap()}, f"[{done}/{total}]")
+                            memory.reset()
+                    # all reported: stop it now (a profiler wrapping it must see it exit on its own)
+                    if code is not None or (len(reported) == len(points) and not spec.monitors.get("wrap")):
+                        break
+                    time.sleep(0.5)
         unreported = [plan_key for plan_key in points if plan_key not in reported]
         if unreported:
             message = f"{spec.engine} {spec.tool} exited with code {code} before {len(unreported)} point(s); " \
@@ -720,15 +757,17 @@ def session_timing(spec: SessionSpec, launch: Launch, wall_s: float, shared: dic
     return {"experiment": spec.experiment, "server_point": spec.server_point, "kind": spec.kind,
             "wall_s": round(wall_s, 2), **{k: round(v, 2) for k, v in launch.timing.items()},
             **({"shared_engine": shared} if shared else {}),
+            **({"gpu_wait_s": round(launch.gpu_wait_s, 2)} if launch.gpu_wait_s else {}),
             **({"gpus": gpus, "host": socket.gethostname()} if gpus else {})}
 
 
 def run(spec: SessionSpec, view_path: str | Path, retry_failed: bool = False,
-        guests: list[SessionSpec] = ()) -> list[dict]:
+        guests: list[SessionSpec] = (), gpus: JobGpus | None = None) -> list[dict]:
     """Measure what the store lacks (and, with `retry_failed`, what failed before), and
     what the `guests` (other experiments' sessions of the same engine configuration:
     servelab.config.engine_groups) lack, on the same engine; then write the view of all
-    this session's points."""
+    this session's points. `gpus`: the job's, claimed before its engine starts, or once it
+    has imported where it can be pre-started (prestarts)."""
     terminate_on_sigterm()
     run_started = time.monotonic()
     store = PointStore(spec.store_dir)
@@ -756,6 +795,9 @@ def run(spec: SessionSpec, view_path: str | Path, retry_failed: bool = False,
         log("on the same engine: " + ", ".join(f"{g.spec.experiment}/{g.spec.server_point} "
                                                f"({len(g.missing)} point(s))" for g in hosted))
     if missing or hosted:
+        prestart = prestarts(spec, gpus)
+        if gpus is not None and not prestart:
+            gpus.take()
         session_name, session_dir = new_session_dir(spec)
         with tempfile.TemporaryDirectory(prefix="servelab-") as tmpdir:
             # `{session_dir}` in an env value: a per-session path (e.g. LMCache's disk tier)
@@ -763,7 +805,8 @@ def run(spec: SessionSpec, view_path: str | Path, retry_failed: bool = False,
                    for k, v in server_env(spec, tmpdir).items()}
             if spec.resets_prefix_cache:
                 env.update(ENGINES[spec.engine].reset_cache_env)
-            launch = Launch(spec, store, hardware, session_name, session_dir, tmpdir, env)
+            launch = Launch(spec, store, hardware, session_name, session_dir, tmpdir, env,
+                            gpus=gpus if prestart else None)
             (measure_offline if spec.kind == "offline" else measure)(launch, missing, hosted)
             points = search.replay() if spec.load_search else points
             guest_wall = 0.0
@@ -774,7 +817,8 @@ def run(spec: SessionSpec, view_path: str | Path, retry_failed: bool = False,
                     guest_wall += wall
                     write_text(g.session_dir / "timing.json",
                                json.dumps(session_timing(guest.spec, g, wall, g.shared_from)))
-            timing = session_timing(spec, launch, time.monotonic() - run_started - guest_wall)
+            # waiting for a GPU is not the session's time (nor is it without a pre-start)
+            timing = session_timing(spec, launch, time.monotonic() - run_started - guest_wall - launch.gpu_wait_s)
             write_text(session_dir / "timing.json", json.dumps(timing))
             log(f"session wall {timing['wall_s']}s: start-up {timing['startup_s']}s, warm-up "
                 f"{timing['warmup_s']}s, client points {timing['points_s']}s"

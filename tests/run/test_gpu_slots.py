@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from servelab.run.gpu_slots import GpuClaim, assigned_gpus, machine_gpus, scheduler_assigned
+from servelab.run.gpu_slots import GpuClaim, JobGpus, machine_gpus, scheduler_assigned
 
 
 def test_concurrent_claims_get_disjoint_gpus_and_a_released_one_is_free_again(tmp_path):
@@ -57,12 +57,16 @@ def test_a_job_exports_its_claim_unless_slurm_chose(tmp_path, monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,5,6")       # the machine's pool
     monkeypatch.delenv("SLURM_JOB_ID", raising=False)
     assert machine_gpus(dict(os.environ)) == ["3", "5", "6"]
-    with assigned_gpus(2, progress=lambda m: None, lock_dir=tmp_path) as devices:
-        assert devices == ["3", "5"] and os.environ["CUDA_VISIBLE_DEVICES"] == "3,5"
+    with JobGpus(2, progress=lambda m: None, lock_dir=tmp_path) as gpus:
+        assert gpus.deferrable and gpus.take() == ["3", "5"] and os.environ["CUDA_VISIBLE_DEVICES"] == "3,5"
+        assert not gpus.deferrable and gpus.take() == ["3", "5"]        # held once, for the whole job
+        assert not GpuClaim(["3", "5", "6"], 2, tmp_path).try_claim()   # held while the job runs
+    with JobGpus(2, progress=lambda m: None, lock_dir=tmp_path) as gpus:   # released at the job's end
+        assert gpus.take() == ["3", "5"]
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
     monkeypatch.setenv("SLURM_JOB_ID", "42")
     assert scheduler_assigned(dict(os.environ))
-    with assigned_gpus(1, lock_dir=tmp_path) as devices:
-        assert devices is None and os.environ["CUDA_VISIBLE_DEVICES"] == "1"
-    with assigned_gpus(0, lock_dir=tmp_path) as devices:   # a CPU job claims nothing
-        assert devices is None
+    with JobGpus(1, lock_dir=tmp_path) as gpus:
+        assert not gpus.deferrable and gpus.take() is None and os.environ["CUDA_VISIBLE_DEVICES"] == "1"
+    with JobGpus(0, lock_dir=tmp_path) as gpus:   # a CPU job claims nothing
+        assert not gpus.deferrable and gpus.take() is None

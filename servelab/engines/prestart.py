@@ -1,0 +1,62 @@
+"""Pre-start: a server that imports its engine before it holds a GPU (#18).
+
+When a machine runs more session jobs than it has GPUs (the single-node profile with
+`--resources gpu=2N`: servelab.run.gpu_slots), a job still waiting for a GPU starts its
+server through this gate. The process imports the engine's front end (vLLM's API server
+or its offline benchmark: the modules vLLM itself loads before it touches CUDA), stamps
+its log, then blocks on its stdin. Once the session holds its GPUs it writes their ids
+there (`grant`); the process sets CUDA_VISIBLE_DEVICES (nothing has initialised CUDA yet)
+and goes on as the engine's own command line. A start then pays no imports: they ran
+while the GPU still measured the job before.
+
+The log's two stamps (IMPORTED; GRANTED, the session's time of the grant) give the
+imports done ahead of a grant that came later, and the start-up counted from it (servelab.serve.server_log.timeline). servelab.serve.server
+starts such a process and grants it its GPUs.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from datetime import datetime
+
+GATE_ENV = "SERVELAB_GATED"      # set in a gated server's environment
+IMPORTED = "servelab: imported ahead at "
+GRANTED = "servelab: GPU(s) granted at "
+KEEP_DEVICES = "-"                # a grant that leaves CUDA_VISIBLE_DEVICES as it is
+# the modules vLLM's API server process loads before its engine process starts (it never
+# initialises CUDA itself: vLLM forks the engine from it)
+VLLM_SERVE_MODULES = ("vllm.entrypoints.cli.main", "vllm.entrypoints.cli.serve",
+                      "vllm.entrypoints.openai.api_server")
+
+
+def stamp(prefix: str) -> None:
+    print(f"{prefix}{datetime.now():%Y-%m-%d %H:%M:%S.%f}", flush=True)
+
+
+def cuda_initialised() -> bool:
+    torch = sys.modules.get("torch")
+    return bool(torch is not None and torch.cuda.is_initialized())
+
+
+def wait_for_grant(modules: tuple[str, ...] = ()) -> bool:
+    """In a gated server process (GATE_ENV set): import `modules`, then wait for the
+    session's grant on stdin and make it the process's CUDA_VISIBLE_DEVICES; True once
+    granted. Elsewhere: False at once."""
+    if not os.environ.pop(GATE_ENV, None):
+        return False
+    for name in modules:
+        importlib.import_module(name)
+    stamp(IMPORTED)
+    grant = sys.stdin.readline().strip()
+    if not grant:   # the session ended before it held a GPU (stdin closed)
+        sys.exit(0)
+    devices, _, granted_at = grant.partition("\t")   # the session's clock: when it held them
+    if devices != KEEP_DEVICES:
+        os.environ["CUDA_VISIBLE_DEVICES"] = devices
+    print(f"{GRANTED}{granted_at}", flush=True)
+    if cuda_initialised():   # a module touched CUDA with the old devices: start afresh on the granted ones
+        print("servelab: CUDA was initialised before the grant; restarting the process", flush=True)
+        os.execv(sys.executable, [sys.executable, *sys.orig_argv[1:]])
+    return True

@@ -31,8 +31,13 @@ VLLM_SERVE_MODULES = ("vllm.entrypoints.cli.main", "vllm.entrypoints.cli.serve",
                       "vllm.entrypoints.openai.api_server")
 
 
-def stamp(prefix: str) -> None:
-    print(f"{prefix}{datetime.now():%Y-%m-%d %H:%M:%S.%f}", flush=True)
+TIME_FORMAT = "%Y-%m-%d %H:%M:%S.%f"
+
+
+def stamp(prefix: str) -> datetime:
+    now = datetime.now()
+    print(f"{prefix}{now:{TIME_FORMAT}}", flush=True)
+    return now
 
 
 def cuda_initialised() -> bool:
@@ -42,13 +47,14 @@ def cuda_initialised() -> bool:
 
 def wait_for_grant(modules: tuple[str, ...] = ()) -> bool:
     """In a gated server process (GATE_ENV set): import `modules`, then wait for the
-    session's grant on stdin and make it the process's CUDA_VISIBLE_DEVICES; True once
-    granted. Elsewhere: False at once."""
+    session's grant on stdin and make it the process's CUDA_VISIBLE_DEVICES. True where it
+    waited for the grant (its start-up then counts from now), False where the grant came
+    before its imports were done (its start-up counts from its launch), and elsewhere."""
     if not os.environ.pop(GATE_ENV, None):
         return False
     for name in modules:
         importlib.import_module(name)
-    stamp(IMPORTED)
+    imported = stamp(IMPORTED)
     grant = sys.stdin.readline().strip()
     if not grant:   # the session ended before it held a GPU (stdin closed)
         sys.exit(0)
@@ -59,4 +65,7 @@ def wait_for_grant(modules: tuple[str, ...] = ()) -> bool:
     if cuda_initialised():   # a module touched CUDA with the old devices: start afresh on the granted ones
         print("servelab: CUDA was initialised before the grant; restarting the process", flush=True)
         os.execv(sys.executable, [sys.executable, *sys.orig_argv[1:]])
-    return True
+    try:
+        return datetime.strptime(granted_at, TIME_FORMAT) >= imported
+    except ValueError:
+        return False

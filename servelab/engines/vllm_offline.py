@@ -66,7 +66,8 @@ def main(argv: list[str] | None = None) -> int:
 
     bench = importlib.import_module(f"vllm.benchmarks.{tool}")
     cache = shared_engine_cache()
-    # pre-started (servelab.engines.prestart): the imports above ran before the job held its GPUs
+    # pre-started (servelab.engines.prestart): where it waited for its GPUs, the imports above
+    # ran while another job used them, and its start-up counts from the grant
     granted = time.monotonic() if prestart.wait_for_grant() else None
 
     def run_point(point_argv: list[str]) -> None:

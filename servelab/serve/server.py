@@ -83,7 +83,7 @@ class Server:
             return
         visible = ",".join(devices) if devices else (self.env or os.environ).get("CUDA_VISIBLE_DEVICES", "")
         try:
-            self.proc.stdin.write(f"{visible or prestart.KEEP_DEVICES}\t{datetime.now():%Y-%m-%d %H:%M:%S.%f}\n".encode())
+            self.proc.stdin.write(f"{visible or prestart.KEEP_DEVICES}\t{datetime.now():{prestart.TIME_FORMAT}}\n".encode())
             self.proc.stdin.close()
         except BrokenPipeError:   # it died while importing: check_alive reports it
             pass

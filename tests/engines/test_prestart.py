@@ -9,8 +9,8 @@ from servelab.serve.server import Server
 
 # what a gated server does: the gate, then its "engine" states what it was given
 PROGRAM = ("from servelab.engines import prestart; import os, sys; "
-           "granted = prestart.wait_for_grant(('json', 'email.parser')); "
-           "print('granted' if granted else 'ungated', os.environ.get('CUDA_VISIBLE_DEVICES'), "
+           "waited = prestart.wait_for_grant(('json', 'email.parser')); "
+           "print('waited' if waited else 'went on', os.environ.get('CUDA_VISIBLE_DEVICES'), "
            "'email.parser' in sys.modules, flush=True)")
 
 
@@ -27,27 +27,35 @@ def test_a_gated_process_imports_then_waits_for_its_devices(tmp_path, monkeypatc
     with server:
         wait_for(server.log, prestart.IMPORTED)
         time.sleep(0.5)
-        assert server.proc.poll() is None and "granted" not in server.log.read_text()   # it waits
+        assert server.proc.poll() is None and prestart.GRANTED not in server.log.read_text()   # it waits
         launched_at = server.started_at
         server.grant(["1"])
         assert server.started_at > launched_at         # its start-up counts from the grant
         assert server.proc.wait(timeout=30) == 0
     text = server.log.read_text()
-    assert text.rstrip().endswith("granted 1 True"), text          # on the granted GPU, imports kept
+    assert text.rstrip().endswith("waited 1 True"), text          # on the granted GPU, imports kept
     lines = text.splitlines()
     assert lines[0].startswith(server_log.LAUNCH) and lines[1].startswith(prestart.IMPORTED)
     assert lines[2].startswith(prestart.GRANTED)
     assert 0 < server_log.timeline(text)["startup_imported_ahead_s"] < 30
 
 
-def test_an_ungated_process_goes_straight_on_and_a_closed_gate_ends_it(tmp_path, monkeypatch):
+def test_a_process_not_made_to_wait_goes_straight_on_and_a_closed_gate_ends_it(tmp_path, monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
     with Server([sys.executable, "-c", PROGRAM], 0, tmp_path / "plain.log") as plain:
         assert plain.proc.wait(timeout=30) == 0
-    assert plain.log.read_text().rstrip().endswith("ungated 0 False")
+    assert plain.log.read_text().rstrip().endswith("went on 0 False")
+    # granted at its launch (its GPU was free): it goes on once imported, on the granted GPU,
+    # and its start-up counts from its launch (no imports ahead)
+    at_once = Server([sys.executable, "-c", PROGRAM], 0, tmp_path / "at_once.log", gated=True)
+    with at_once:
+        at_once.grant(["1"])
+        assert at_once.proc.wait(timeout=30) == 0
+    text = at_once.log.read_text()
+    assert text.rstrip().endswith("went on 1 True") and "startup_imported_ahead_s" not in server_log.timeline(text)
     never = Server([sys.executable, "-c", PROGRAM], 0, tmp_path / "never.log", gated=True)
     with never:
         wait_for(never.log, prestart.IMPORTED)
         never.proc.stdin.close()                       # the session ended before its turn
         assert never.proc.wait(timeout=30) == 0
-    assert "granted" not in never.log.read_text()
+    assert prestart.GRANTED not in never.log.read_text()

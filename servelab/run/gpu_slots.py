@@ -95,7 +95,7 @@ class JobGpus:
     """The GPUs of a session job needing `count`, claimed when first needed (`take`) on a
     machine where no scheduler chose them, and released when the job's context exits.
 
-    Until `take`, a server may already be starting through servelab.serve.gate, importing
+    Until `take`, a server may already be starting through servelab.engines.prestart, importing
     its engine while another job measures on the GPU this one waits for (`deferrable`).
     `take` blocks until the GPUs are held, exports CUDA_VISIBLE_DEVICES (so the servers and
     the point's provenance see it) and returns them, or None where nothing is to be chosen

@@ -24,7 +24,6 @@ from datetime import datetime
 GATE_ENV = "SERVELAB_GATED"      # set in a gated server's environment
 IMPORTED = "servelab: imported ahead at "
 GRANTED = "servelab: GPU(s) granted at "
-KEEP_DEVICES = "-"                # a grant that leaves CUDA_VISIBLE_DEVICES as it is
 # the modules vLLM's API server process loads before its engine process starts (it never
 # initialises CUDA itself: vLLM forks the engine from it)
 VLLM_SERVE_MODULES = ("vllm.entrypoints.cli.main", "vllm.entrypoints.cli.serve",
@@ -59,8 +58,7 @@ def wait_for_grant(modules: tuple[str, ...] = ()) -> bool:
     if not grant:   # the session ended before it held a GPU (stdin closed)
         sys.exit(0)
     devices, _, granted_at = grant.partition("\t")   # the session's clock: when it held them
-    if devices != KEEP_DEVICES:
-        os.environ["CUDA_VISIBLE_DEVICES"] = devices
+    os.environ["CUDA_VISIBLE_DEVICES"] = devices
     print(f"{GRANTED}{granted_at}", flush=True)
     if cuda_initialised():   # a module touched CUDA with the old devices: start afresh on the granted ones
         print("servelab: CUDA was initialised before the grant; restarting the process", flush=True)

@@ -76,14 +76,12 @@ class Server:
                 start_new_session=True,
             )
 
-    def grant(self, devices: list[str] | None) -> None:
-        """Let a gated server go on, on `devices` (None: those of its environment); its
-        start-up is counted from here."""
+    def grant(self, devices: list[str]) -> None:
+        """Let a gated server go on, on `devices`; its start-up is counted from here."""
         if not self.gated or self.proc.stdin.closed:
             return
-        visible = ",".join(devices) if devices else (self.env or os.environ).get("CUDA_VISIBLE_DEVICES", "")
         try:
-            self.proc.stdin.write(f"{visible or prestart.KEEP_DEVICES}\t{datetime.now():{prestart.TIME_FORMAT}}\n".encode())
+            self.proc.stdin.write(f"{','.join(devices)}\t{datetime.now():{prestart.TIME_FORMAT}}\n".encode())
             self.proc.stdin.close()
         except BrokenPipeError:   # it died while importing: check_alive reports it
             pass

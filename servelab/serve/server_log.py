@@ -78,7 +78,7 @@ def timeline(text: str) -> dict:
     """{startup_imports_s, startup_frontend_s, startup_imported_ahead_s} from the lines'
     times, for what the log shows."""
     first, engine = VLLM_STAMP.search(text), ENGINE_PROCESS.search(text)
-    local = lambda m: datetime.strptime(m[1], "%Y-%m-%d %H:%M:%S.%f") if m else None
+    local = lambda m: datetime.strptime(m[1], prestart.TIME_FORMAT) if m else None
     launched, imported, granted = local(LAUNCHED.search(text)), local(IMPORTED.search(text)), local(GRANTED.search(text))
     # a pre-started server that waited for its GPUs: its start-up counts from the grant
     waited = bool(imported and granted and granted >= imported)
@@ -97,7 +97,7 @@ def timeline(text: str) -> dict:
 
 def launch_line() -> bytes:
     """The first line of a server's log, written as it is launched (local time, as vLLM's)."""
-    return f"{LAUNCH}{datetime.now():%Y-%m-%d %H:%M:%S.%f}\n".encode()
+    return f"{LAUNCH}{datetime.now():{prestart.TIME_FORMAT}}\n".encode()
 
 
 def number(value: str | None) -> float | None:

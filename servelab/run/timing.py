@@ -1,5 +1,6 @@
 """Where a run's session time went, printed at its end: per experiment and in all, the
-sessions' wall time against what they had to spend (server start-ups and client points),
+sessions' wall time against what they had to spend (server start-ups and benchmark runs:
+the client points, their warm-ups and drift checks, each a run of the benchmark client),
 so that servelab's own overhead is a number (each session's `timing.json`)."""
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ def load(paths: list[Path]) -> list[dict]:
 
 def summary(timings: list[dict], run_wall_s: float | None = None) -> str:
     """Lines: sessions, wall, start-ups, client points, warm-ups and drift checks, and the
-    ratio of wall time to start-ups + client points (1.00 = no overhead); with the run's
+    ratio of wall time to start-ups + benchmark runs (1.00 = no overhead); with the run's
     own wall time, a last line for sessions side by side (`run_line`)."""
     if not timings:
         return ""
@@ -25,14 +26,14 @@ def summary(timings: list[dict], run_wall_s: float | None = None) -> str:
     def line(name: str, group: list[dict]) -> str:
         total = {k: sum(t.get(k, 0.0) for t in group) for k in ("wall_s", "startup_s", "points_s", "warmup_s",
                                                                   "drift_s")}
-        needed = total["startup_s"] + total["points_s"]
+        needed = sum(needed_s(t) for t in group)
         ratio = f"{total['wall_s'] / needed:.3f}" if needed else "-"
         shared = sum(1 for t in group if t.get("shared_engine"))
         on_shared = f" ({shared} on another session's engine)" if shared else ""
         return (f"  {name}: {len(group)} session(s){on_shared}, wall {total['wall_s']:.0f}s = start-ups "
                 f"{total['startup_s']:.0f}s + client points {total['points_s']:.0f}s + warm-ups "
                 f"{total['warmup_s']:.0f}s + drift checks {total['drift_s']:.0f}s + other; "
-                f"wall / (start-ups + points) = {ratio}")
+                f"wall / (start-ups + benchmark runs) = {ratio}")
 
     lines = ["servelab: where the sessions' time went (this run):"]
     lines += [line(name, group) for name, group in sorted(by_exp.items())]
@@ -42,9 +43,14 @@ def summary(timings: list[dict], run_wall_s: float | None = None) -> str:
     return "\n".join(lines)
 
 
+def needed_s(t: dict) -> float:
+    """What a session had to spend: its engine's start-up and its benchmark runs."""
+    return sum(t.get(k, 0.0) for k in ("startup_s", "points_s", "warmup_s", "drift_s"))
+
+
 def run_line(timings: list[dict], run_wall_s: float) -> str:
     """The run's wall against its sessions': on N GPUs the least a run can take is the
-    sessions' start-ups + points in GPU-seconds (a TP=2 session holds two) over N, so
+    sessions' start-ups + benchmark runs in GPU-seconds (a TP=2 session holds two) over N, so
     `run wall / that` is 1.00 when the GPUs never wait (and no session waits for its GPU)."""
     sessions = sum(t.get("wall_s", 0.0) for t in timings)
     text = (f"  run: wall {run_wall_s:.0f}s for {sessions:.0f}s of session wall "
@@ -54,10 +60,9 @@ def run_line(timings: list[dict], run_wall_s: float) -> str:
     if not gpus:
         return text
     names = sorted(g if len({h for h, _ in gpus}) == 1 else f"{h}:{g}" for h, g in gpus)
-    gpu_s = sum((t.get("startup_s", 0.0) + t.get("points_s", 0.0)) * max(1, len(t.get("gpus", ())))
-                for t in timings)
+    gpu_s = sum(needed_s(t) * max(1, len(t.get("gpus", ()))) for t in timings)
     least = gpu_s / len(gpus)
-    return (text + f"; on {len(gpus)} GPU(s) ({','.join(names)}): start-ups + points "
+    return (text + f"; on {len(gpus)} GPU(s) ({','.join(names)}): start-ups + benchmark runs "
             f"{gpu_s:.0f} GPU-s / {len(gpus)} = {least:.0f}s, run wall / that = {run_wall_s / least:.3f}")
 
 

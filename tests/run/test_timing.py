@@ -12,9 +12,10 @@ def test_summary_sums_sessions_and_gives_the_overhead_ratio():
                 {"experiment": "week03", "wall_s": 50.0, "startup_s": 0.0, "points_s": 48.0, "warmup_s": 0.0,
                  "drift_s": 0.0}]
     text = timing.summary(sessions)
-    assert "week01: 1 session(s), wall 110s = start-ups 40s + client points 60s" in text
-    assert "wall / (start-ups + points) = 1.100" in text
-    assert "all: 2 session(s), wall 160s" in text and "= 1.081" in text
+    assert "week01: 1 session(s), wall 110s = start-ups 40s + client points 60s + warm-ups 3s" in text
+    # a warm-up and a drift check are runs of the benchmark too: 110 / (40 + 60 + 3)
+    assert "wall / (start-ups + benchmark runs) = 1.068" in text
+    assert "all: 2 session(s), wall 160s" in text and "= 1.060" in text
     assert timing.summary([]) == ""
 
 
@@ -53,17 +54,19 @@ def test_sessions_on_another_sessions_engine_are_counted_as_such():
 
 def test_the_run_line_weighs_sessions_by_the_gpus_they_held():
     # two one-GPU sessions side by side on GPUs 0 and 1, then a TP=2 session on both
-    sessions = [{"experiment": "week01", "wall_s": 100.0, "startup_s": 60.0, "points_s": 30.0, "gpus": ["0"]},
+    sessions = [{"experiment": "week01", "wall_s": 100.0, "startup_s": 60.0, "points_s": 25.0, "warmup_s": 5.0,
+                 "gpus": ["0"]},
                 {"experiment": "week03", "wall_s": 100.0, "startup_s": 50.0, "points_s": 40.0, "gpus": ["1"]},
-                {"experiment": "week13", "wall_s": 50.0, "startup_s": 30.0, "points_s": 15.0, "gpus": ["0", "1"]}]
+                {"experiment": "week13", "wall_s": 50.0, "startup_s": 30.0, "points_s": 10.0, "drift_s": 5.0,
+                 "gpus": ["0", "1"]}]
     text = timing.summary(sessions, run_wall_s=160.0)
     # (90 + 90 + 2 x 45) GPU-s over 2 GPUs = 135 s at the least; 160 / 135 = 1.185
     assert "run: wall 160s for 250s of session wall (1.56 sessions at a time on average)" in text
-    assert "on 2 GPU(s) (0,1): start-ups + points 270 GPU-s / 2 = 135s, run wall / that = 1.185" in text
+    assert "on 2 GPU(s) (0,1): start-ups + benchmark runs 270 GPU-s / 2 = 135s, run wall / that = 1.185" in text
     # no GPUs (the CPU default): the run's wall against its sessions' only
     cpu = timing.summary([{k: v for k, v in s.items() if k != "gpus"} for s in sessions], run_wall_s=250.0)
     assert cpu.splitlines()[-1] == "  run: wall 250s for 250s of session wall (1.00 sessions at a time on average)"
     assert "run:" not in timing.summary(sessions)
     # on a cluster each node has its GPU 0: two nodes' are two GPUs
     nodes = [{**sessions[0], "host": "n1"}, {**sessions[0], "host": "n2"}]
-    assert "on 2 GPU(s) (n1:0,n2:0): start-ups + points 180 GPU-s / 2 = 90s" in timing.summary(nodes, 100.0)
+    assert "on 2 GPU(s) (n1:0,n2:0): start-ups + benchmark runs 180 GPU-s / 2 = 90s" in timing.summary(nodes, 100.0)

@@ -25,7 +25,8 @@ GATE_ENV = "SERVELAB_GATED"      # set in a gated server's environment
 IMPORTED = "servelab: imported ahead at "
 GRANTED = "servelab: GPU(s) granted at "
 # the modules vLLM's API server process loads before its engine process starts (it never
-# initialises CUDA itself: vLLM forks the engine from it)
+# initialises CUDA itself; its engine process is spawned, or forked where
+# VLLM_WORKER_MULTIPROC_METHOD=fork, as config/gpu-check.yaml sets)
 VLLM_SERVE_MODULES = ("vllm.entrypoints.cli.main", "vllm.entrypoints.cli.serve",
                       "vllm.entrypoints.openai.api_server")
 

@@ -26,7 +26,7 @@ def summary(timings: list[dict], run_wall_s: float | None = None) -> str:
     def line(name: str, group: list[dict]) -> str:
         total = {k: sum(t.get(k, 0.0) for t in group) for k in ("wall_s", "startup_s", "points_s", "warmup_s",
                                                                   "drift_s")}
-        needed = sum(needed_s(t) for t in group)
+        needed = needed_s(total)
         ratio = f"{total['wall_s'] / needed:.3f}" if needed else "-"
         shared = sum(1 for t in group if t.get("shared_engine"))
         on_shared = f" ({shared} on another session's engine)" if shared else ""

@@ -257,7 +257,7 @@ class Launch:
                 "repeat": identity.get("repeat", 0), "warmup": self.warmup,
                 **({"shared_engine": self.shared_from} if self.shared_from else {}), **(extra or {})}
 
-    def save_failure(self, point: tuple[str, dict, dict], failure: PointFailed) -> None:
+    def save_failure(self, point: tuple[str, dict, dict], failure: "failure.PointFailed") -> None:
         key, knobs, identity = point
         self.store.save(key, self.record(key, identity, knobs, "", None, {"failure": failure.as_record()}), {})
         log(f"{self.point_name(knobs)}: FAILED ({failure.stage}) {failure.reason}")

@@ -8,13 +8,13 @@ needed packages every process will compile again (no bytecode, none written).
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from servelab.config.experiments import server_points
+from servelab.engines import environment
 
 
 @dataclass(frozen=True)
@@ -56,18 +56,22 @@ def needs(exp: dict) -> list[tuple[Need, str | None]]:
     return list(dict.fromkeys(found))
 
 
-def importable(module: str) -> bool:
-    try:
-        return importlib.util.find_spec(module) is not None
-    except (ImportError, ValueError):
-        return False
+def engine_env(config: dict, exp: dict) -> dict:
+    """The environment the experiment's engine processes get (`engines.<name>.env`)."""
+    return (config.get("engines", {}).get(exp["engine"]) or {}).get("env") or {}
+
+
+def importable(module: str, env: dict | None = None) -> bool:
+    return environment.importable(module, env)
 
 
 def missing(config: dict, names: list[str], has=importable) -> list[str]:
-    """One line per experiment of `names` that needs a package `has` does not find."""
+    """One line per experiment of `names` that needs a package `has` does not find where
+    its engine's processes look (`has(module, env)`: the engine's PYTHONPATH first)."""
     lines = []
     for name in names:
-        lacking = [(need, named) for need, named in needs(config["experiments"][name]) if not has(need.module)]
+        exp = config["experiments"][name]
+        lacking = [(need, named) for need, named in needs(exp) if not has(need.module, engine_env(config, exp))]
         if not lacking:
             continue
         packages = list(dict.fromkeys(need for need, _ in lacking))
@@ -88,13 +92,17 @@ def missing(config: dict, names: list[str], has=importable) -> list[str]:
     return lines
 
 
-def uncompiled(module: str) -> str | None:
+def uncompiled(module: str, env: dict | None = None) -> str | None:
     """A line when `module` has no bytecode for this Python and none will be written, so that
     every process importing it compiles its source again. An engine start imports the engine
     in two processes or more: on a lent H100 box (an image with PYTHONDONTWRITEBYTECODE=1,
     wheels installed with --no-compile) importing vLLM took 30.0 s, and 21.9 s once compiled."""
+    import importlib.machinery
+    import importlib.util
+
     try:
-        spec = importlib.util.find_spec(module)
+        paths = environment.engine_paths(env)
+        spec = (paths and importlib.machinery.PathFinder.find_spec(module, paths)) or importlib.util.find_spec(module)
     except (ImportError, ValueError):
         return None
     if spec is None or not spec.origin or not spec.origin.endswith("__init__.py"):
@@ -111,8 +119,12 @@ def uncompiled(module: str) -> str | None:
 
 def slow_imports(config: dict, names: list[str], has=importable) -> list[str]:
     """One line per needed, installed package that every engine process would compile again."""
-    modules = dict.fromkeys(need.module for name in names for need, _ in needs(config["experiments"][name]))
-    return [line for module in modules if has(module) and (line := uncompiled(module))]
+    modules = {}
+    for name in names:
+        exp = config["experiments"][name]
+        for need, _ in needs(exp):
+            modules.setdefault(need.module, engine_env(config, exp))
+    return [line for module, env in modules.items() if has(module, env) and (line := uncompiled(module, env))]
 
 
 def main(argv: list[str]) -> int:

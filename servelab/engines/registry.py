@@ -21,6 +21,13 @@ class VLLM:
     # empties the prefix cache between points; vLLM serves it only in its dev mode
     reset_cache_path = "/reset_prefix_cache"
     reset_cache_env = {"VLLM_SERVER_DEV_MODE": "1"}
+    # lines after which the engine will not come up, though its API server may live on
+    # (two H200s, TP=2: "RuntimeError: Worker failed", then workers hung holding 11 GiB each)
+    fatal_lines = ("Engine core initialization failed", "EngineCore failed to start", "Worker failed",
+                   "died unexpectedly", "EngineDeadError")
+    # its engine processes, by the titles vLLM gives them
+    engine_processes = ("VLLM::EngineCore", "VLLM::Worker")
+    info_path = None
 
     def serve_command(self, model: str, port: int, knobs: dict, served_name: str) -> list[str]:
         return commands.vllm_serve_command(model, port, knobs, served_name)
@@ -29,7 +36,8 @@ class VLLM:
         return commands.vllm_bench_serve_args(model, served_name, port, dataset_name, dataset_path,
                                               knobs, str(out_dir), "bench.json")
 
-    def client(self):
+    def client(self, env: dict | None = None):
+        """`vllm bench serve` in this process (the job's environment)."""
         from servelab.engines.vllm_bench import BenchServe
 
         return BenchServe()
@@ -58,11 +66,19 @@ class SGLang:
     distributions = ("sglang",)
     reset_cache_path = "/flush_cache"
     reset_cache_env: dict = {}
+    # sglang/srt/managers/*: "Scheduler hit an exception: ...", likewise the detokenizer,
+    # tokenizer manager and data-parallel controller; the launcher's "Received sigquit"
+    fatal_lines = ("hit an exception", "Received sigquit from a child process")
+    engine_processes = ("sglang::scheduler", "sglang::detokenizer", "sglang::data_parallel")
+    # its server's facts as structured data: max_total_num_tokens (the KV pool's tokens)
+    info_path = "/server_info"
 
     def serve_command(self, model: str, port: int, knobs: dict, served_name: str) -> list[str]:
+        # --enable-metrics: its Prometheus counters (prompt and cached tokens, KV usage),
+        # which vLLM exports without asking
         return [sys.executable, "-m", self.launcher(knobs), "--model-path", model,
                 "--host", "127.0.0.1", "--port", str(port), "--served-model-name", served_name,
-                *commands.to_flags(knobs, false_flags=False)]
+                *commands.to_flags({"enable_metrics": True, **knobs}, false_flags=False)]
 
     @staticmethod
     def launcher(knobs: dict) -> str:
@@ -77,8 +93,9 @@ class SGLang:
                 "--output-file", str(Path(out_dir) / "bench.jsonl"),
                 *commands.to_flags(knobs, false_flags=False)]
 
-    def client(self):
-        return SGLangBenchClient()
+    def client(self, env: dict | None = None):
+        """`python -m sglang.bench_serving` in the engine's environment (its own install)."""
+        return SGLangBenchClient(env)
 
     def read_result(self, out_dir: Path) -> dict:
         """The last line of sglang.bench_serving's JSONL, in vLLM's key names."""
@@ -99,12 +116,15 @@ def sglang_to_vllm_keys(result: dict) -> dict:
 
 
 class SGLangBenchClient:
+    def __init__(self, env: dict | None = None):
+        self.env = env
+
     def run(self, argv: list[str], log: Path) -> None:
         with open(log, "a") as out:
             out.write(f"$ python -m sglang.bench_serving {' '.join(argv)}\n")
             out.flush()
             subprocess.run([sys.executable, "-m", "sglang.bench_serving", *argv], stdout=out,
-                           stderr=subprocess.STDOUT, check=True)
+                           stderr=subprocess.STDOUT, check=True, env=self.env)
 
 
 class Transformers:
@@ -113,6 +133,9 @@ class Transformers:
     distributions = ("transformers",)
     reset_cache_path = None
     reset_cache_env: dict = {}
+    fatal_lines: tuple = ()
+    engine_processes: tuple = ()
+    info_path = None
 
     def offline_args(self, tool, model, engine_knobs, client_knobs, dataset_name, dataset_path,
                      out_json) -> list[str]:

@@ -107,6 +107,12 @@ class JobGpus:
         env = dict(os.environ)
         self.pool = [] if count <= 0 or scheduler_assigned(env) else machine_gpus(env)
 
+    def shortfall(self) -> str | None:
+        """Why the job can never hold its GPUs here (more than the machine has), or None."""
+        if self.pool and self.count > len(self.pool):
+            return f"needs {self.count} GPUs, {len(self.pool)} present ({','.join(self.pool)})"
+        return None
+
     @property
     def deferrable(self) -> bool:
         return bool(self.pool) and self.claim is None

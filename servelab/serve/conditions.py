@@ -31,6 +31,9 @@ COUNTERS = {
     "spec_draft_tokens": "vllm:spec_decode_num_draft_tokens_total",
     "spec_accepted": "vllm:spec_decode_num_accepted_tokens_total",
     "preemptions": "vllm:num_preemptions_total",
+    # SGLang's (with --enable-metrics): prompt tokens, and those of them served from its cache
+    "prompt_tokens": "sglang:prompt_tokens_total",
+    "cached_tokens": "sglang:cached_tokens_total",
 }
 KV_USAGE = ("vllm:kv_cache_usage_perc", "sglang:token_usage")
 
@@ -54,8 +57,15 @@ def counter_columns(before: dict[str, float], after: dict[str, float], peak_kv: 
     """The point's own share of the engine's counters, as the table's columns."""
     delta = {k: after[k] - before.get(k, 0.0) for k in after}
     queries, drafts, draft_tokens = delta.get("prefix_queries"), delta.get("spec_drafts"), delta.get("spec_draft_tokens")
+    prompt_tokens = delta.get("prompt_tokens")
+    if queries:
+        hit_rate = delta.get("prefix_hits", 0.0) / queries
+    elif prompt_tokens:   # SGLang's radix cache: cached over prompt tokens
+        hit_rate = delta.get("cached_tokens", 0.0) / prompt_tokens
+    else:
+        hit_rate = None
     return {
-        "prefix_cache_hit_rate": delta["prefix_hits"] / queries if queries else None,
+        "prefix_cache_hit_rate": hit_rate,
         "spec_acceptance_rate": delta["spec_accepted"] / draft_tokens if draft_tokens else None,
         # tokens per draft step: the accepted ones plus the one the target model adds
         "spec_mean_accepted_len": 1 + delta["spec_accepted"] / drafts if drafts else None,

@@ -20,14 +20,31 @@ from servelab.engines import prestart
 from servelab.serve import server_log
 
 
+# after an engine's fatal line, how long its server may take to exit on its own (and log
+# its last words) before it is stopped: a hung engine is not waited for to its timeout
+FATAL_GRACE_S = 10.0
+
+
 class ServerError(RuntimeError):
     """The server failed to start, or died while it was being measured. `exit_code`:
     the server's own exit code (negative: killed by that signal; None: still running,
-    e.g. not healthy in time)."""
+    e.g. not healthy in time). `engine_died`: what showed its engine dead (a fatal line
+    of its log, an engine process gone) while its front process may still have run."""
 
-    def __init__(self, message: str, exit_code: int | None = None, log: Path | None = None):
+    def __init__(self, message: str, exit_code: int | None = None, log: Path | None = None,
+                 engine_died: str | None = None):
         super().__init__(message)
-        self.exit_code, self.log = exit_code, log
+        self.exit_code, self.log, self.engine_died = exit_code, log, engine_died
+
+
+def exit_words(code: int) -> str:
+    """'exited with code 1', or 'was killed by SIGKILL' for a negative code."""
+    if code < 0:
+        try:
+            return f"was killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"was killed by signal {-code}"
+    return f"exited with code {code}"
 
 
 def free_port() -> int:
@@ -47,8 +64,14 @@ class Server:
     """A server process started by `command`, its output written to `log`."""
 
     def __init__(self, command: list[str], port: int, log: str | Path, env: dict | None = None,
-                 grace_seconds: float = 20.0, gated: bool = False):
+                 grace_seconds: float = 20.0, gated: bool = False, fatal_lines: tuple = (),
+                 engine_processes: tuple = ()):
         self.command = command
+        # the engine's own signs of death (servelab.engines.registry): lines, process titles
+        self.fatal_lines, self.engine_processes = tuple(fatal_lines), tuple(engine_processes)
+        self.log_offset = 0
+        self.seen_engine: dict[int, str] = {}   # pid -> title of its engine processes seen alive
+        self.descendants: dict[int, str] = {}   # pid -> start time of every process it started
         # pre-started (servelab.engines.prestart): it imports, then waits on stdin for `grant`
         self.gated = gated
         self.port = port
@@ -94,12 +117,49 @@ class Server:
 
     def check_alive(self, during: str) -> None:
         code = self.proc.poll() if self.proc else None
-        if code is not None:
+        died = self.engine_death() if self.proc else None
+        if code is None and died:
+            # give it a moment to exit on its own (its exit code, its root cause logged)
+            deadline = time.monotonic() + FATAL_GRACE_S
+            while self.proc.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.2)
+            code = self.proc.poll()
+            if code is None:
+                self.stop()   # hung: nothing of it may keep holding the GPUs
+        if code is not None or died:
+            what = f"server {exit_words(code)}" if code is not None else "server stopped"
             raise ServerError(
-                f"server exited with code {code} {during}; log: {self.log}\n"
+                f"{what} {during}{f' (engine dead: {died})' if died else ''}; log: {self.log}\n"
                 f"--- last lines of the server log ---\n{log_tail(self.log)}",
-                exit_code=code, log=self.log,
+                exit_code=code, log=self.log, engine_died=died,
             )
+
+    def engine_death(self) -> str | None:
+        """What shows the engine dead while its front process runs: a fatal line new in its
+        log since the last look, or one of its engine processes seen before now gone."""
+        if self.fatal_lines:
+            try:
+                with open(self.log, "rb") as f:
+                    f.seek(self.log_offset)
+                    chunk = f.read()
+            except OSError:
+                chunk = b""
+            # only whole lines; a partial last line is read again next time
+            whole = chunk[:chunk.rfind(b"\n") + 1]
+            self.log_offset += len(whole)
+            for line in whole.decode(errors="replace").splitlines():
+                if any(marker in line for marker in self.fatal_lines):
+                    return f"fatal line: {line.strip()[:300]}"
+        if self.engine_processes:
+            alive = group_processes(self.proc.pid)
+            for pid, title in alive.items():
+                if title.startswith(self.engine_processes):
+                    self.seen_engine[pid] = title
+            self.descendants.update({pid: start_time(pid) for pid in alive})
+            for pid, title in self.seen_engine.items():
+                if pid not in alive:
+                    return f"engine process {title} (pid {pid}) is gone"
+        return None
 
     def wait_healthy(self, timeout_s: float, progress=print) -> float:
         """Poll /health until it answers 200; return seconds from launch."""
@@ -140,6 +200,13 @@ class Server:
         deadline = time.monotonic() + 5
         while group_alive(pgid) and time.monotonic() < deadline:
             time.sleep(0.05)
+        # a process it started that left its group (a new session) is still its own
+        for pid, started in self.descendants.items():
+            if started is not None and start_time(pid) == started:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
 
     def __enter__(self) -> "Server":
         self.start()
@@ -155,6 +222,47 @@ def signal_group(pgid: int, sig: int) -> bool:
         return True
     except ProcessLookupError:
         return False
+
+
+def proc_stat(pid: int) -> list[str] | None:
+    """/proc/PID/stat's fields after the command name (state, ppid, pgrp, ...), or None."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
+def start_time(pid: int) -> str | None:
+    """Its start time in clock ticks since boot: tells a process from a later one of its pid."""
+    fields = proc_stat(pid)
+    return fields[19] if fields else None
+
+
+def group_processes(pgid: int) -> dict[int, str]:
+    """{pid: title} of the live processes of the group and of their descendants (title:
+    the command line as the process set it, e.g. vLLM's 'VLLM::EngineCore')."""
+    parents, members = {}, set()
+    for proc_dir in Path("/proc").iterdir():
+        if not proc_dir.name.isdigit():
+            continue
+        fields = proc_stat(int(proc_dir.name))
+        if not fields or fields[0] == "Z":
+            continue
+        parents[int(proc_dir.name)] = int(fields[1])
+        if int(fields[2]) == pgid:
+            members.add(int(proc_dir.name))
+    changed = True
+    while changed:   # descendants that left the group (setsid) are still its own
+        new = {pid for pid, ppid in parents.items() if ppid in members and pid not in members}
+        members |= new
+        changed = bool(new)
+    out = {}
+    for pid in members:
+        try:
+            out[pid] = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+        except OSError:
+            continue
+    return out
 
 
 def group_alive(pgid: int) -> bool:

@@ -107,12 +107,57 @@ def number(value: str | None) -> float | None:
         return None
 
 
+# SGLang's constants, emitted once at start-up (with --enable-metrics)
+SGLANG_GAUGES = {"kv_cache_tokens": re.compile(r"^sglang:max_total_num_tokens(?:\{[^}]*\})? ([\d.e+]+)", re.MULTILINE),
+                 "weights_gib": re.compile(r"^sglang:weight_memory_usage_gb(?:\{[^}]*\})? ([\d.e+]+)", re.MULTILINE)}
+
+
+def sglang_metrics_facts(text: str) -> dict:
+    """{kv_cache_tokens, weights_gib} from SGLang's /metrics, for what it exports."""
+    out: dict = {}
+    for name, pattern in SGLANG_GAUGES.items():
+        if (m := pattern.search(text)) and (value := number(m[1])):
+            out[name] = int(value) if name == "kv_cache_tokens" else round(value, 3)
+    return out
+
+
+def server_info_facts(info: dict) -> dict:
+    """SGLang's /server_info: the KV pool's capacity (max_total_num_tokens; with data
+    parallelism, each replica's in internal_states), the scheduling policy and, where
+    present, the router's."""
+    out: dict = {}
+    tokens = info.get("max_total_num_tokens")
+    if tokens is None:
+        tokens = next((s.get("max_total_num_tokens") for s in info.get("internal_states") or []
+                       if isinstance(s, dict) and s.get("max_total_num_tokens") is not None), None)
+    if tokens is not None:
+        out["kv_cache_tokens"] = int(tokens)
+    for key in ("schedule_policy", "load_balance_method", "disaggregation_transfer_backend"):
+        if info.get(key) is not None:
+            out[key] = info[key]
+    return out
+
+
+def scrape_server_info(base_url: str, path: str | None) -> dict:
+    """The engine's structured facts endpoint (SGLang's /server_info), or {}."""
+    import requests
+
+    if not path:
+        return {}
+    try:
+        response = requests.get(base_url + path, timeout=10)
+        return server_info_facts(response.json()) if response.ok else {}
+    except (requests.RequestException, ValueError):
+        return {}
+
+
 def metrics_facts(text: str) -> dict:
-    """{kv_cache_blocks, kv_block_size, kv_cache_tokens, max_concurrency_x?} from /metrics;
-    empty when the server does not export `vllm:cache_config_info` (SGLang, a router)."""
+    """{kv_cache_blocks, kv_block_size, kv_cache_tokens, max_concurrency_x?} from /metrics
+    (vLLM's `vllm:cache_config_info`); SGLang's constants where it exports those; empty
+    for a router."""
     m = CACHE_CONFIG.search(text)
     if not m:
-        return {}
+        return sglang_metrics_facts(text)
     labels = dict(LABEL.findall(m[1]))
     blocks, block_size = number(labels.get("num_gpu_blocks")), number(labels.get("block_size"))
     if blocks is None or block_size is None:

@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from servelab.engines import commands, lm_eval_client, offline_plan, prestart
+from servelab.engines import commands, environment, lm_eval_client, offline_plan, prestart
 from servelab.serve import conditions, failure, monitors, server_log, topology
 from servelab.serve.load_search import SearchPoints
 from servelab.run import caches, provenance
@@ -136,13 +136,13 @@ def server_env(spec: SessionSpec, tmpdir: str) -> dict:
     return env
 
 
-def engine_cache_env(engine: str, cache_root: str | Path) -> dict[str, str]:
+def engine_cache_env(engine: str, cache_root: str | Path, env: dict | None = None) -> dict[str, str]:
     """Engine caches under the workflow's cache directory, keyed by engine release, torch
     and device (servelab.run.caches): a next start of a shape on the same stack skips its
     compilation, and no other stack ever reads its entries."""
     device = (provenance.gpu_models() or [provenance.cpu_model()])[0]
-    key = caches.stack_key(engine, provenance.package_version(*ENGINES[engine].distributions),
-                           provenance.package_version("torch"), device)
+    key = caches.stack_key(engine, environment.installed_version(ENGINES[engine].distributions, env),
+                           environment.installed_version(("torch",), env), device)
     return caches.cache_env(cache_root, key)
 
 
@@ -184,6 +184,11 @@ class Fleet:
             server.check_alive(during if len(self.servers) == 1 else f"({server.log.stem}) {during}")
 
 
+def engine_signs(engine) -> dict:
+    """What tells a server that its engine died (servelab.serve.server.Server.engine_death)."""
+    return {"fatal_lines": engine.fatal_lines, "engine_processes": engine.engine_processes}
+
+
 def launch_plan(spec: SessionSpec, session_dir: Path, env: dict, gated: bool = False) -> tuple[Fleet, str]:
     """The processes of the server point and the command lines to record; `gated`: its one
     server is pre-started (servelab.engines.prestart), to be granted its GPUs (hold_gpus)."""
@@ -194,7 +199,7 @@ def launch_plan(spec: SessionSpec, session_dir: Path, env: dict, gated: bool = F
         port = free_port()
         cmd = monitors.wrap_command(engine.serve_command(spec.model_path, port, knobs, spec.served_name),
                                     wrap, session_dir)
-        server = Server(cmd, port, session_dir / "server.log", env=env, gated=gated)
+        server = Server(cmd, port, session_dir / "server.log", env=env, gated=gated, **engine_signs(engine))
         return Fleet([server], server), commands.shell_line(cmd)
     rs = topology.roles(knobs, spec.topology)
     topology.assign_ports(spec.engine, rs, free_port)
@@ -204,7 +209,8 @@ def launch_plan(spec: SessionSpec, session_dir: Path, env: dict, gated: bool = F
         cmd = monitors.wrap_command(engine.serve_command(spec.model_path, role.port, role.knobs, spec.served_name),
                                     wrap, session_dir)
         role_env = {**env, **role.env, **({"CUDA_VISIBLE_DEVICES": visible} if visible else {})}
-        servers.append(Server(cmd, role.port, session_dir / f"{role.name}.log", env=role_env))
+        servers.append(Server(cmd, role.port, session_dir / f"{role.name}.log", env=role_env,
+                              **engine_signs(engine)))
         lines.append(f"# {role.name}\n{commands.shell_line(cmd)}")
     front_port = free_port()
     router = topology.router_command(spec.engine, rs, front_port, spec.topology.get("router", {}).get("args", {}))
@@ -330,12 +336,14 @@ def measure(launch: Launch, missing: list[tuple[str, dict, dict]], guests: list[
                     f"{f' (restart {restart})' if restart else ''}, client port {fleet.front.port} "
                     f"(logs in {launch_dir})")
                 hold_gpus(launch, fleet.servers)
-                launch.client = launch.client or launch.engine.client()  # imported while the server loads
+                # imported while the server loads; a client of its own runs in the engine's env
+                launch.client = launch.client or launch.engine.client(launch.env)
                 launch.startup_s = fleet.wait_healthy(spec.startup_timeout_s, progress=log)
                 launch.timing["startup_s"] += launch.startup_s
                 log(f"server healthy after {launch.startup_s:.1f}s; measuring {len(group)} point(s)")
-                launch.facts = server_log.read_facts(fleet.facts_from.log,
-                                                     server_log.scrape_metrics(fleet.facts_from.base_url))
+                launch.facts = {**server_log.read_facts(fleet.facts_from.log,
+                                                        server_log.scrape_metrics(fleet.facts_from.base_url)),
+                                **server_log.scrape_server_info(fleet.facts_from.base_url, launch.engine.info_path)}
                 with sidecars(spec, fleet, launch_dir):
                     launch.warmup = warm_up(launch, first_load(group), launch_dir)
                     measure_points(launch, group, done)
@@ -345,10 +353,14 @@ def measure(launch: Launch, missing: list[tuple[str, dict, dict]], guests: list[
                     for guest in guests:
                         measure_guest(launch, guest)
         except ServerError as exc:
-            if not failure.is_deterministic(exc.exit_code):
+            # an engine that said it died is data, whatever became of its front process
+            if not (exc.engine_died or failure.is_deterministic(exc.exit_code)):
                 raise
             stage = "server start-up" if launch.startup_s is None else "server exited under load"
-            reason = failure.log_reason(exc.log, f"server exited with code {exc.exit_code}")
+            fallback = exc.engine_died or f"server exited with code {exc.exit_code}"
+            reason = failure.log_reason(exc.log, fallback)
+            if exc.engine_died and exc.engine_died not in reason:
+                reason = f"{reason} ({exc.engine_died})"
             died = failure.PointFailed(stage, reason, exc.log, exc.exit_code)
             for point in group:
                 if point[0] not in done:
@@ -357,6 +369,15 @@ def measure(launch: Launch, missing: list[tuple[str, dict, dict]], guests: list[
                 for point in guest.missing:
                     if point[0] not in guest.done:
                         guest_launch(launch, guest).save_failure(point, died)
+
+
+def fail_all(launch: Launch, missing, guests: list[Guest], why: "failure.PointFailed") -> None:
+    """Every point the session (and its guests) would measure, failed for one reason."""
+    for point in missing:
+        launch.save_failure(point, why)
+    for guest in guests:
+        for point in guest.missing:
+            guest_launch(launch, guest).save_failure(point, why)
 
 
 def prestarts(spec: SessionSpec, gpus: JobGpus | None) -> bool:
@@ -582,7 +603,8 @@ def point_record(spec: SessionSpec, key: str, identity: dict, knobs: dict, sessi
             "server_env": {k: str(v) for k, v in spec.env.items()},
             "bench_args": client_command,
             "python": sys.version.split()[0],
-            "packages": {p: provenance.package_version(p) for p in (*distributions, "torch", "transformers")},
+            "packages": {p: environment.installed_version((p,), spec.env)
+                         for p in (*distributions, "torch", "transformers")},
             "hardware": hardware,
             "job_env": provenance.job_environment(),
             "config_hash": spec.config_hash,
@@ -775,7 +797,7 @@ def run(spec: SessionSpec, view_path: str | Path, retry_failed: bool = False,
     run_started = time.monotonic()
     store = PointStore(spec.store_dir)
     hardware = provenance.hardware()
-    engine_version = provenance.package_version(*ENGINES[spec.engine].distributions)
+    engine_version = environment.installed_version(ENGINES[spec.engine].distributions, spec.env)
     if spec.load_search:
         search = SearchPoints(spec.load_search, spec.client_points[0], store,
                               lambda knobs: identified(point_identity(spec, knobs, engine_version, hardware)))
@@ -798,8 +820,9 @@ def run(spec: SessionSpec, view_path: str | Path, retry_failed: bool = False,
         log("on the same engine: " + ", ".join(f"{g.spec.experiment}/{g.spec.server_point} "
                                                f"({len(g.missing)} point(s))" for g in hosted))
     if missing or hosted:
-        prestart = prestarts(spec, gpus)
-        if gpus is not None and not prestart:
+        short = gpus.shortfall() if gpus is not None else None
+        prestart = not short and prestarts(spec, gpus)
+        if gpus is not None and not prestart and not short:
             gpus.take()
         session_name, session_dir = new_session_dir(spec)
         with tempfile.TemporaryDirectory(prefix="servelab-") as tmpdir:
@@ -810,7 +833,10 @@ def run(spec: SessionSpec, view_path: str | Path, retry_failed: bool = False,
                 env.update(ENGINES[spec.engine].reset_cache_env)
             launch = Launch(spec, store, hardware, session_name, session_dir, tmpdir, env,
                             gpus=gpus if prestart else None)
-            (measure_offline if spec.kind == "offline" else measure)(launch, missing, hosted)
+            if short:   # a failed row that says so; the rest of the run goes on
+                fail_all(launch, missing, hosted, failure.PointFailed("GPUs", short))
+            else:
+                (measure_offline if spec.kind == "offline" else measure)(launch, missing, hosted)
             points = search.replay() if spec.load_search else points
             guest_wall = 0.0
             for guest in hosted:

@@ -21,7 +21,7 @@ sys.meta_path.insert(0, Hide())
 
 def test_each_experiment_names_what_it_lacks_and_how_to_leave_it_out(course_config):
     lines = preflight.missing(course_config, ["week01", "week12", "study_phi4", "week15"],
-                              has=lambda module: module not in ("lm_eval", "arctic_inference", "lmcache"))
+                              has=lambda module, env: module not in ("lm_eval", "arctic_inference", "lmcache"))
     by_exp = {line.split(":")[0]: line for line in lines}
     assert set(by_exp) == {"week12", "study_phi4", "week15"}
     assert "lm_eval for eval (lm-eval) (pip install lm-eval==0.4.13)" in by_exp["week12"]

@@ -28,7 +28,7 @@ def spec_of(experiment, server_point, p, dataset, eval_tasks):
         client_points=p["client_points"],
         store_dir=f"results/{experiment}/store",
         startup_timeout_s=p["startup_timeout_s"],
-        env={**engine_cache_env(p["engine"], snakemake.params.cache), **p["env"]},
+        env={**engine_cache_env(p["engine"], snakemake.params.cache, p["env"]), **p["env"]},
         config_hash=servelab_config.config_hash(snakemake.config),
         workflow_dir=snakemake.scriptdir,
         topology=p["topology"],

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# On the lent machine, once every part of NAME is staged: check the parts against the
+# carried .gpu/NAME/payload.sha256, unpack, install the wheels into TARGET (the image's
+# torch stays). Idempotent. Usage: bash envs/lent-gpu/install.sh NAME TARGET
+set -euo pipefail
+name=$1 target=$2 repo=$PWD
+if [ ! -f "$target/.installed" ]; then
+  work=$HOME/unpack/$name; mkdir -p "$work"
+  cat "$HOME/staged/$name"/part.* > "$work/payload.tar"
+  (cd "$work" && sha256sum -c "$repo/.gpu/$name/payload.sha256")
+  tar xf "$work/payload.tar" -C "$work" && rm "$work/payload.tar"
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$target" "$work"/wheels/*.whl
+  touch "$target/.installed"
+fi
+echo "$name installed in $target"

@@ -1,0 +1,38 @@
+"""Where an engine's packages are: the job's own Python, and before it the PYTHONPATH
+that `engines.<name>.env` sets. One box can so hold engines that pin different
+releases of a shared package (vLLM 0.26 and SGLang 0.5.17 pin flashinfer 0.6.14 and
+0.6.15.post1), each installed into its own target (envs/lent-gpu/); the job, its
+pre-flight and its records look up each engine where its processes will import it."""
+
+from __future__ import annotations
+
+import importlib.machinery
+import importlib.util
+import os
+import sys
+from importlib import metadata
+
+
+def engine_paths(env: dict | None) -> list[str]:
+    """The import path an engine's processes get from its env (in front of the job's)."""
+    return [p for p in str((env or {}).get("PYTHONPATH", "")).split(os.pathsep) if p]
+
+
+def importable(module: str, env: dict | None = None) -> bool:
+    """Whether a process with `env` finds `module` (a top-level name)."""
+    paths = engine_paths(env)
+    try:
+        if paths and importlib.machinery.PathFinder.find_spec(module, paths) is not None:
+            return True
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def installed_version(names: tuple[str, ...] | list[str], env: dict | None = None) -> str | None:
+    """The version of the first distribution of `names` that a process with `env` sees."""
+    path = engine_paths(env) + sys.path
+    for name in names:
+        for dist in metadata.distributions(name=name, path=path):
+            return dist.version
+    return None

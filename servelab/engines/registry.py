@@ -88,6 +88,7 @@ class SGLang:
 
     def client_args(self, model, served_name, port, dataset_name, dataset_path, knobs, out_dir) -> list[str]:
         dataset = ["--dataset-name", dataset_name] + (["--dataset-path", dataset_path] if dataset_path else [])
+        knobs = shared_prefix_groups(dataset_name, knobs)
         return ["--backend", "sglang", "--host", "127.0.0.1", "--port", str(port),
                 "--model", served_name, "--tokenizer", model, *dataset,
                 "--output-file", str(Path(out_dir) / "bench.jsonl"),
@@ -101,6 +102,16 @@ class SGLang:
         """The last line of sglang.bench_serving's JSONL, in vLLM's key names."""
         lines = (Path(out_dir) / "bench.jsonl").read_text().strip().splitlines()
         return sglang_to_vllm_keys(json.loads(lines[-1]))
+
+
+def shared_prefix_groups(dataset_name: str, knobs: dict) -> dict:
+    """sglang.bench_serving's generated-shared-prefix workload sends groups x prompts per
+    group (64 x 16 = 1024 by default) and ignores --num-prompts: the groups are cut to
+    cover num_prompts (a lent H100 sent 1024 prompts of 2k tokens for a 16-prompt check)."""
+    if dataset_name != "generated-shared-prefix" or "num_prompts" not in knobs or "gsp_num_groups" in knobs:
+        return knobs
+    per_group = int(knobs.get("gsp_prompts_per_group", 16))
+    return {**knobs, "gsp_num_groups": max(1, -(-int(knobs["num_prompts"]) // per_group))}
 
 
 def sglang_to_vllm_keys(result: dict) -> dict:

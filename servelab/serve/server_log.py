@@ -23,6 +23,10 @@ from pathlib import Path
 from servelab.engines import prestart
 
 KV_CACHE = re.compile(r"(\w+) KV cache size: ([\d,]+) tokens")
+# SGLang 0.5.17: "max_total_num_tokens=410380, chunked_prefill_size=8192, ..." and
+# "Load weight end. elapsed=0.23 s, type=LlamaForCausalLM, avail mem=63.45 GB, mem usage=15.02 GB."
+SGLANG_KV = re.compile(r"\bmax_total_num_tokens=(\d+)")
+SGLANG_WEIGHTS = re.compile(r"Load weight end\..*\bmem usage=([\d.]+) GB")
 MAX_CONCURRENCY = re.compile(r"Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x")
 WEIGHTS_GPU = re.compile(r"Model loading took ([\d.]+) GiB(?: memory)? and")
 WEIGHTS_CHECKPOINT = re.compile(r"Checkpoint size: ([\d.]+) GiB")
@@ -67,6 +71,10 @@ def facts(text: str) -> dict:
     if m := MAX_CONCURRENCY.search(text):
         out["max_concurrency_x"] = float(m[2])
     if m := WEIGHTS_GPU.search(text) or WEIGHTS_CHECKPOINT.search(text):
+        out["weights_gib"] = float(m[1])
+    if "kv_cache_tokens" not in out and (m := SGLANG_KV.search(text)):
+        out["kv_cache_tokens"] = int(m[1])
+    if "weights_gib" not in out and (m := SGLANG_WEIGHTS.search(text)):
         out["weights_gib"] = float(m[1])
     for name, pattern in STARTUP_PHASES.items():
         if m := pattern.search(text):
@@ -123,8 +131,8 @@ def sglang_metrics_facts(text: str) -> dict:
 
 def server_info_facts(info: dict) -> dict:
     """SGLang's /server_info: the KV pool's capacity (max_total_num_tokens; with data
-    parallelism, each replica's in internal_states), the scheduling policy and, where
-    present, the router's."""
+    parallelism, each replica's in internal_states), its scheduling policy and, for a
+    P/D role, its transfer backend."""
     out: dict = {}
     tokens = info.get("max_total_num_tokens")
     if tokens is None:
@@ -132,9 +140,12 @@ def server_info_facts(info: dict) -> dict:
                        if isinstance(s, dict) and s.get("max_total_num_tokens") is not None), None)
     if tokens is not None:
         out["kv_cache_tokens"] = int(tokens)
-    for key in ("schedule_policy", "load_balance_method", "disaggregation_transfer_backend"):
-        if info.get(key) is not None:
-            out[key] = info[key]
+    if info.get("schedule_policy") is not None:
+        out["schedule_policy"] = info["schedule_policy"]
+    # a P/D role's transfer backend (every server states the default, P/D or not)
+    if info.get("disaggregation_mode") not in (None, "null"):
+        out["disaggregation_mode"] = info["disaggregation_mode"]
+        out["kv_transfer_backend"] = info.get("disaggregation_transfer_backend")
     return out
 
 

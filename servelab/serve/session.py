@@ -353,8 +353,10 @@ def measure(launch: Launch, missing: list[tuple[str, dict, dict]], guests: list[
                     for guest in guests:
                         measure_guest(launch, guest)
         except ServerError as exc:
-            # an engine that said it died is data, whatever became of its front process
-            if not (exc.engine_died or failure.is_deterministic(exc.exit_code)):
+            # an engine that died on its own is data (its front exiting or hanging after it);
+            # a front killed by a signal (time limit, OOM killer, Ctrl-C) is transient
+            died_on_its_own = exc.engine_died and (exc.exit_code is None or exc.exit_code >= 0)
+            if not (died_on_its_own or failure.is_deterministic(exc.exit_code)):
                 raise
             stage = "server start-up" if launch.startup_s is None else "server exited under load"
             fallback = exc.engine_died or f"server exited with code {exc.exit_code}"

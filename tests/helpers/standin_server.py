@@ -2,7 +2,10 @@
 
 It answers /health after --delay seconds, spawns a grandchild process so that
 the server is a process tree like vLLM's (API server + engine core), and can
-ignore SIGTERM to force the SIGKILL escalation.
+ignore SIGTERM to force the SIGKILL escalation. To stand for an engine that dies while
+its front lives on (TP workers hung on two GPUs): --fatal-after prints a fatal line and
+never becomes healthy; --engine-title names its child (argv[0]) and --child-dies-after
+kills that child.
 """
 import argparse
 import http.server
@@ -16,18 +19,38 @@ parser.add_argument("--port", type=int, required=True)
 parser.add_argument("--delay", type=float, default=0.0)
 parser.add_argument("--ignore-sigterm", action="store_true")
 parser.add_argument("--exit-after", type=float, default=None)
+parser.add_argument("--fatal-after", type=float, default=None)
+parser.add_argument("--engine-title", default=None)
+parser.add_argument("--child-dies-after", type=float, default=None)
+parser.add_argument("--detached-child", action="store_true", help="the child leaves the process group")
 args = parser.parse_args()
 
 if args.ignore_sigterm:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+child = subprocess.Popen([args.engine_title or sys.executable, "-c", "import time; time.sleep(600)"],
+                         executable=sys.executable, start_new_session=args.detached_child)
 print(f"standin: child pid {child.pid}", flush=True)
 start = time.monotonic()
+fatal_said = child_killed = False
+
+
+def dead_engine() -> bool:
+    """Say the fatal line / kill the child when due; True once the engine is dead."""
+    global fatal_said, child_killed
+    now = time.monotonic() - start
+    if args.fatal_after is not None and now >= args.fatal_after and not fatal_said:
+        print("(EngineCore pid=1) ERROR 11-26 07:39:51 [core.py:1] RuntimeError: Worker failed", flush=True)
+        fatal_said = True
+    if args.child_dies_after is not None and now >= args.child_dies_after and not child_killed:
+        child.kill()
+        child.wait()
+        child_killed = True
+    return fatal_said or child_killed
 
 
 class Health(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
-        ready = time.monotonic() - start >= args.delay
+        ready = time.monotonic() - start >= args.delay and not dead_engine()
         self.send_response(200 if ready else 503)
         self.end_headers()
 
@@ -39,5 +62,6 @@ server = http.server.HTTPServer(("127.0.0.1", args.port), Health)
 server.timeout = 0.1
 while args.exit_after is None or time.monotonic() - start < args.exit_after:
     server.handle_request()
+    dead_engine()
 print("standin: exiting with code 3", flush=True)
 sys.exit(3)

@@ -95,3 +95,55 @@ def test_free_port_is_bindable():
     port = free_port()
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", port))
+
+
+# the signs vLLM's engine gives of its death (servelab.engines.registry.VLLM)
+VLLM_SIGNS = {"fatal_lines": ("Worker failed",), "engine_processes": ("VLLM::EngineCore",)}
+
+
+def engine_standin(tmp_path, *extra):
+    port = free_port()
+    cmd = [sys.executable, STANDIN, "--port", str(port), "--ignore-sigterm", *extra]
+    return Server(cmd, port, tmp_path / "server.log", grace_seconds=2, **VLLM_SIGNS)
+
+
+def test_an_engine_that_says_it_died_fails_in_seconds_not_at_the_timeout(tmp_path):
+    # the front keeps running and never answers /health, as on two H200s where TP=2 workers
+    # hung after "RuntimeError: Worker failed"; it even ignores SIGTERM, and its child left
+    # the process group
+    server = engine_standin(tmp_path, "--delay", "600", "--fatal-after", "1", "--detached-child")
+    with server:
+        started = time.monotonic()
+        with pytest.raises(ServerError) as err:
+            server.wait_healthy(60)
+        took = time.monotonic() - started
+        pgid = server.proc.pid
+    # FATAL_GRACE_S for it to exit on its own, then stopped: not the 600 s timeout
+    assert took < 1 + 10 + 2 + 5 + 5, took
+    assert "engine dead: fatal line" in str(err.value) and "Worker failed" in str(err.value)
+    assert err.value.engine_died and err.value.exit_code is None   # stopped by servelab: it hung
+    assert not group_alive(pgid)
+    child = int(next(l for l in server.log.read_text().splitlines() if "child pid" in l).split()[-1])
+    assert not Path(f"/proc/{child}").exists() or "Z" in Path(f"/proc/{child}/stat").read_text().split()[2]
+
+
+def test_an_engine_process_gone_is_a_dead_engine_while_its_front_lives(tmp_path):
+    server = engine_standin(tmp_path, "--delay", "600", "--engine-title", "VLLM::EngineCore_DP0",
+                            "--child-dies-after", "1.5")
+    with server:
+        started = time.monotonic()
+        with pytest.raises(ServerError) as err:
+            server.wait_healthy(60)
+        assert time.monotonic() - started < 1.5 + 10 + 2 + 5 + 5
+        pgid = server.proc.pid
+    assert "engine process VLLM::EngineCore_DP0" in err.value.engine_died
+    assert "is gone" in err.value.engine_died
+    assert not group_alive(pgid)
+
+
+def test_a_healthy_engine_is_not_taken_for_dead(tmp_path):
+    # the same signs watched, none given: it becomes healthy and is measured as usual
+    server = engine_standin(tmp_path, "--engine-title", "VLLM::EngineCore_DP0", "--delay", "1")
+    with server:
+        assert server.wait_healthy(30) >= 1
+        server.check_alive("during client point x")

@@ -62,3 +62,24 @@ def test_sglang_result_keys_map_to_the_table_columns():
     assert out["p50_ttft_ms"] == 12.0 and out["p99_ttft_ms"] == 30.0 and out["p50_tpot_ms"] == 3.5
     assert out["p50_e2el_ms"] == 90.0 and out["p99_e2el_ms"] == 200.0 and out["mean_e2el_ms"] == 100.0
     assert out["failed"] == 1 and out["total_token_throughput"] == 50.0
+
+
+def test_the_server_exports_its_metrics_and_a_knob_can_say_otherwise():
+    cmd = SGLang().serve_command("/m", 30000, {"schedule_policy": "lpm"}, "servelab-week09")
+    assert "--enable-metrics" in cmd and cmd[cmd.index("--schedule-policy") + 1] == "lpm"
+    assert "--enable-metrics" not in SGLang().serve_command("/m", 1, {"enable_metrics": False}, "s")
+
+
+def test_shared_prefix_groups_cover_num_prompts_not_1024():
+    # sglang.bench_serving sends groups x prompts per group and ignores --num-prompts
+    args = SGLang().client_args("/m", "s", 1, "generated-shared-prefix", None,
+                                {"num_prompts": 200, "request_rate": 4}, "/tmp")
+    assert args[args.index("--gsp-num-groups") + 1] == "13"          # 13 x 16 >= 200
+    args = SGLang().client_args("/m", "s", 1, "generated-shared-prefix", None,
+                                {"num_prompts": 16, "gsp_prompts_per_group": 4}, "/tmp")
+    assert args[args.index("--gsp-num-groups") + 1] == "4"
+    # the user's own group count stays; other datasets get none
+    args = SGLang().client_args("/m", "s", 1, "generated-shared-prefix", None,
+                                {"num_prompts": 16, "gsp_num_groups": 2}, "/tmp")
+    assert args[args.index("--gsp-num-groups") + 1] == "2" and args.count("--gsp-num-groups") == 1
+    assert "--gsp-num-groups" not in SGLang().client_args("/m", "s", 1, "sharegpt", "/d", {"num_prompts": 16}, "/tmp")

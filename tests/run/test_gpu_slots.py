@@ -70,3 +70,28 @@ def test_a_job_exports_its_claim_unless_slurm_chose(tmp_path, monkeypatch):
         assert not gpus.deferrable and gpus.take() is None and os.environ["CUDA_VISIBLE_DEVICES"] == "1"
     with JobGpus(0, lock_dir=tmp_path) as gpus:   # a CPU job claims nothing
         assert not gpus.deferrable and gpus.take() is None
+
+
+def test_a_point_needing_more_gpus_than_present_is_a_failed_row_and_nothing_starts(tmp_path, monkeypatch):
+    from servelab.serve import session
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")     # two GPUs, for a TP=4 point
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    spec = session.SessionSpec(
+        experiment="week13", server_point="tensor_parallel_size=4", engine="vllm", model_path="/nonexistent",
+        model_identity="shape:x", dataset_name="random", dataset_path=None, dataset_identity="random",
+        server_knobs={"tensor_parallel_size": 4}, client_points=[{"request_rate": 4, "num_prompts": 16},
+                                                                 {"request_rate": "inf", "num_prompts": 16}],
+        store_dir=str(tmp_path / "store"))
+    gpus = JobGpus(4, progress=lambda m: None, lock_dir=tmp_path / "locks")
+    assert gpus.shortfall() == "needs 4 GPUs, 2 present (0,1)"
+    view = session.run(spec, tmp_path / "view.json", gpus=gpus)
+    assert len(view) == 2
+    for record in view:
+        assert record["failure"]["stage"] == "GPUs"
+        assert record["failure"]["reason"] == "needs 4 GPUs, 2 present (0,1)"
+    # no server was launched, no GPU claimed
+    sessions = list((tmp_path / "store/sessions").iterdir())
+    assert not any((s / "server.log").exists() for s in sessions)
+    assert not list((tmp_path / "locks").glob("*.lock")) if (tmp_path / "locks").exists() else True
+    assert JobGpus(2, lock_dir=tmp_path / "locks").shortfall() is None

@@ -144,3 +144,21 @@ def test_laps_give_each_point_of_one_process_the_load_from_outside_over_it_alone
     print(f"\nbusy: {busy}, quiet: {quiet}")
     assert busy["outside_cpu_cores"] > 0.3
     assert quiet["outside_cpu_cores"] < busy["outside_cpu_cores"] / 2
+
+
+def sglang_metrics(prompt: float, cached_device: float, cached_host: float = 0.0) -> str:
+    """SGLang's counters (--enable-metrics) as its /metrics writes them."""
+    return ("# TYPE sglang:prompt_tokens_total counter\n"
+            f'sglang:prompt_tokens_total{{is_streaming="true",model_name="m"}} {prompt}\n'
+            "# TYPE sglang:cached_tokens_total counter\n"
+            f'sglang:cached_tokens_total{{cache_source="device",model_name="m"}} {cached_device}\n'
+            f'sglang:cached_tokens_total{{cache_source="host",model_name="m"}} {cached_host}\n')
+
+
+def test_sglangs_radix_hit_rate_is_the_points_cached_over_prompt_tokens():
+    before = conditions.counter_totals(sglang_metrics(10_000, 2_000))
+    after = conditions.counter_totals(sglang_metrics(42_000, 26_000, cached_host=1_000))
+    assert conditions.counter_columns(before, after, None)["prefix_cache_hit_rate"] == 25_000 / 32_000
+    # radix cache off: cached tokens stay, the rate is zero, not unknown
+    assert conditions.counter_columns(before, conditions.counter_totals(sglang_metrics(20_000, 2_000)),
+                                      None)["prefix_cache_hit_rate"] == 0.0

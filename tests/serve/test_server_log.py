@@ -100,3 +100,27 @@ def test_a_pre_started_servers_imports_ahead_are_not_in_its_start_up():
     # granted at its launch (its GPU was free): its imports are in its start-up, as unstarted
     at_once = gated.replace("12:06:03.000000", "12:04:00.100000")
     assert server_log.timeline(at_once + recorded) == {"startup_imports_s": 124.0, "startup_frontend_s": 52.0}
+
+
+def test_recorded_sglang0517_h100_log_gives_kv_capacity_and_weights():
+    # a real start-up of SGLang 0.5.17 on a lent H100 (8B shape, dummy weights), 2026-11-26
+    text = (DATA / "recorded_gpu/sglang0517_h100_server.log").read_text()
+    facts = server_log.facts(text)
+    assert facts["kv_cache_tokens"] == 410380 and facts["weights_gib"] == 15.02
+    assert "startup_compile_s" not in facts      # vLLM's phases are not SGLang's lines
+
+
+def test_sglang_server_info_and_metrics_constants():
+    # /server_info: server args, scheduler info and per-replica internal states merged
+    info = {"schedule_policy": "lpm", "disaggregation_mode": "null", "disaggregation_transfer_backend": "mooncake",
+            "max_total_num_tokens": 410380, "internal_states": [{"max_total_num_tokens": 1}]}
+    assert server_log.server_info_facts(info) == {"kv_cache_tokens": 410380, "schedule_policy": "lpm"}
+    # data parallelism: each replica's pool, in internal_states; a P/D role names its backend
+    info = {"disaggregation_mode": "decode", "disaggregation_transfer_backend": "nixl",
+            "internal_states": [{"max_total_num_tokens": 200000}, {"max_total_num_tokens": 200000}]}
+    assert server_log.server_info_facts(info) == {"kv_cache_tokens": 200000, "disaggregation_mode": "decode",
+                                                  "kv_transfer_backend": "nixl"}
+    metrics = ('# TYPE sglang:max_total_num_tokens gauge\n'
+               'sglang:max_total_num_tokens{engine_type="unified",model_name="m",tp_rank="0"} 410380.0\n'
+               'sglang:weight_memory_usage_gb{engine_type="unified",model_name="m",tp_rank="0"} 15.02\n')
+    assert server_log.metrics_facts(metrics) == {"kv_cache_tokens": 410380, "weights_gib": 15.02}

@@ -119,3 +119,32 @@ def test_proxy_relays_prefill_params_to_decode_over_http():
     assert pre["max_tokens"] == 1 and dec["max_tokens"] == 5
     assert dec["kv_transfer_params"] == {"remote_engine_id": "p0"}
     assert pre_id == dec_id == "r1"
+
+
+MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_multicast_off_reaches_every_process_of_a_p_d_pair(tmp_path, monkeypatch, engine):
+    # a host that keeps NVLink multicast off says so in the job's environment: each role,
+    # its router and a one-server point inherit it, whatever env the roles add
+    from servelab.serve import session
+
+    for name, value in MULTICAST_OFF.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1,2")
+    spec = session.SessionSpec(
+        experiment="week16", server_point="base", engine=engine, model_path="/m", model_identity="x",
+        dataset_name="random", dataset_path=None, dataset_identity="random", server_knobs={},
+        client_points=[], store_dir=str(tmp_path), topology=PD if engine == "vllm" else {
+            "kind": "pd", "prefill": {"args": {"disaggregation_mode": "prefill"}, "env": {"X": "1"}},
+            "decode": {"args": {"disaggregation_mode": "decode"}}})
+    env = session.server_env(spec, str(tmp_path))
+    fleet, _ = session.launch_plan(spec, tmp_path, env)
+    assert len(fleet.servers) == 3
+    for server in fleet.servers:
+        assert {k: server.env[k] for k in MULTICAST_OFF} == MULTICAST_OFF, server.log.name
+    single, _ = session.launch_plan(session.SessionSpec(**{**spec.__dict__, "topology": None}), tmp_path, env)
+    assert {k: single.servers[0].env[k] for k in MULTICAST_OFF} == MULTICAST_OFF
+    # the engine's signs of death are watched on each engine process, not on the router
+    assert all(s.fatal_lines for s in fleet.servers[:-1])

@@ -42,3 +42,21 @@ def test_the_precision_figure_draws_from_the_recorded_rows(table, tmp_path):
     assert mpimg.imread(out).shape[0] > 200
     assert plots.hardware_footer(table).startswith("measured on NVIDIA H100 80GB HBM3")
     assert "not which engine" not in plots.hardware_footer(table)
+
+
+SGLANG_RUN = Path(__file__).parents[1] / "data/recorded_gpu/week01_sglang_h100"
+
+
+def test_sglangs_first_served_points_parse_into_complete_rows():
+    # week01_sglang of the GPU check, SGLang 0.5.17 on a lent H100 (2026-11-26): the store
+    # and the points of its one session (the session was stopped before its `inf` point)
+    table = metrics.table(sorted((SGLANG_RUN / "sessions").glob("*.json")), SGLANG_RUN / "store")
+    assert list(table["request_rate"]) == [1.0, 4.0, 10.0]
+    assert table["valid"].all() and (table["completed"] == 16).all()
+    assert (table["engine_version"] == "0.5.17").all()
+    assert table["hardware"].str.startswith("NVIDIA H100 80GB HBM3").all()
+    # SGLang's own quantities: its KV pool from /server_info, weights from /metrics,
+    # its radix cache's hits over each point from its counters
+    assert (table["kv_cache_tokens"] == 410380).all() and (table["weights_gib"] == 15.02).all()
+    assert table["prefix_cache_hit_rate"].between(0, 1).all()
+    assert table["itl_p50_ms"].between(5, 10).all() and table["output_throughput_tps"].is_monotonic_increasing

@@ -33,7 +33,8 @@ SCALARS = {
 # what each point records of how it was measured (conditions_columns, checks); the engine's
 # counters are absent where it exports none (SGLang, a vLLM without speculation)
 COUNTER_COLUMNS = {"prefix_cache_hit_rate", "spec_acceptance_rate", "spec_mean_accepted_len", "preemptions",
-                   "peak_kv_cache_usage"}
+                   "peak_kv_cache_usage", "kv_transfers", "kv_transfer_mean_ms", "kv_transfer_p90_ms",
+                   "kv_transfer_mb", "kv_failed_transfers"}
 CONDITION_COLUMNS = COUNTER_COLUMNS | {"repeats", "warmup_prompts", "prefix_cache_reset", "outside_cpu_cores",
                                        "machine_cores",
                                        "outside_gpu_processes", "drift_max_pct", "ttft_trend", "saturated",

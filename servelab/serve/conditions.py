@@ -11,7 +11,9 @@
 
 from __future__ import annotations
 
+import math
 import os
+import re
 import shutil
 import subprocess
 import threading
@@ -34,7 +36,16 @@ COUNTERS = {
     # SGLang's (with --enable-metrics): prompt tokens, and those of them served from its cache
     "prompt_tokens": "sglang:prompt_tokens_total",
     "cached_tokens": "sglang:cached_tokens_total",
+    # KV transfers of a P/D decode server (vLLM's NixlConnector; vllm/.../nixl/stats.py)
+    "kv_transfers": "vllm:nixl_xfer_time_seconds_count",
+    "kv_transfer_s": "vllm:nixl_xfer_time_seconds_sum",
+    "kv_bytes": "vllm:nixl_bytes_transferred_sum",
+    "kv_failed_transfers": "vllm:nixl_num_failed_transfers_total",
 }
+# the transfer-time histogram's cumulative buckets, one counter per upper bound
+KV_TRANSFER_BUCKETS = "vllm:nixl_xfer_time_seconds_bucket"
+BUCKET = "kv_transfer_le:"
+LE = re.compile(r'\ble="([^"]+)"')
 KV_USAGE = ("vllm:kv_cache_usage_perc", "sglang:token_usage")
 
 
@@ -42,10 +53,43 @@ def counter_totals(text: str) -> dict[str, float]:
     """Each counter summed over its label sets (engines, models); absent ones left out."""
     totals: dict[str, float] = {}
     wanted = {metric: name for name, metric in COUNTERS.items()}
-    for metric, _, value in parse_prometheus(text, tuple(wanted)):
+    for metric, labels, value in parse_prometheus(text, (*wanted, KV_TRANSFER_BUCKETS)):
         if metric in wanted:
             totals[wanted[metric]] = totals.get(wanted[metric], 0.0) + value
+        elif metric == KV_TRANSFER_BUCKETS and (le := LE.search(labels)):
+            totals[BUCKET + le[1]] = totals.get(BUCKET + le[1], 0.0) + value
     return totals
+
+
+def histogram_quantile(q: float, buckets: dict[float, float]) -> float | None:
+    """The q-quantile of a cumulative histogram {upper bound: count}, interpolated within
+    its bucket as Prometheus' histogram_quantile does; None without observations."""
+    bounds = sorted(buckets)
+    if not bounds or not buckets[bounds[-1]]:
+        return None
+    rank, lower, below = q * buckets[bounds[-1]], 0.0, 0.0
+    for bound in bounds:
+        if buckets[bound] >= rank:
+            if math.isinf(bound):
+                return lower   # beyond the last finite bound: that bound is all one can say
+            inside = buckets[bound] - below
+            return lower + (bound - lower) * ((rank - below) / inside if inside else 1.0)
+        lower, below = bound, buckets[bound]
+    return None
+
+
+def kv_transfer_columns(delta: dict[str, float]) -> dict:
+    """A P/D point's KV transfers: how many, their mean and p90 time, MB each, failures."""
+    n = delta.get("kv_transfers")
+    if not n:
+        return {"kv_failed_transfers": delta.get("kv_failed_transfers")} if delta.get("kv_failed_transfers") else {}
+    buckets = {float(k[len(BUCKET):]): v for k, v in delta.items() if k.startswith(BUCKET)}
+    p90 = histogram_quantile(0.9, buckets)
+    return {"kv_transfers": n,
+            "kv_transfer_mean_ms": 1e3 * delta.get("kv_transfer_s", 0.0) / n,
+            "kv_transfer_p90_ms": 1e3 * p90 if p90 is not None else None,
+            "kv_transfer_mb": delta.get("kv_bytes", 0.0) / n / 2**20,
+            "kv_failed_transfers": delta.get("kv_failed_transfers", 0.0)}
 
 
 def kv_usage(text: str) -> float | None:
@@ -71,6 +115,7 @@ def counter_columns(before: dict[str, float], after: dict[str, float], peak_kv: 
         "spec_mean_accepted_len": 1 + delta["spec_accepted"] / drafts if drafts else None,
         "preemptions": delta.get("preemptions"),
         "peak_kv_cache_usage": peak_kv,
+        **kv_transfer_columns(delta),
     }
 
 

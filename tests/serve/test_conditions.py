@@ -162,3 +162,39 @@ def test_sglangs_radix_hit_rate_is_the_points_cached_over_prompt_tokens():
     # radix cache off: cached tokens stay, the rate is zero, not unknown
     assert conditions.counter_columns(before, conditions.counter_totals(sglang_metrics(20_000, 2_000)),
                                       None)["prefix_cache_hit_rate"] == 0.0
+
+
+def nixl_metrics(transfers: int, seconds: float, nbytes: float, buckets: dict[str, int], failed: int = 0) -> str:
+    """A decode server's NIXL counters as vLLM 0.26's NixlPromMetrics exports them."""
+    lines = ["# TYPE vllm:nixl_xfer_time_seconds histogram"]
+    lines += [f'vllm:nixl_xfer_time_seconds_bucket{{engine="0",le="{le}",model_name="m"}} {n}'
+              for le, n in buckets.items()]
+    lines += [f'vllm:nixl_xfer_time_seconds_count{{engine="0",model_name="m"}} {transfers}',
+              f'vllm:nixl_xfer_time_seconds_sum{{engine="0",model_name="m"}} {seconds}',
+              f'vllm:nixl_bytes_transferred_sum{{engine="0",model_name="m"}} {nbytes}',
+              f'vllm:nixl_bytes_transferred_count{{engine="0",model_name="m"}} {transfers}',
+              f'vllm:nixl_num_failed_transfers_total{{engine="0",model_name="m"}} {failed}']
+    return "\n".join(lines) + "\n"
+
+
+def test_a_p_d_points_kv_transfers_are_its_own_count_time_p90_and_size():
+    before = conditions.counter_totals(nixl_metrics(10, 0.05, 10 * 2**20, {"0.005": 10, "0.01": 10, "+Inf": 10}))
+    # 24 more transfers in the point, 4.25 ms on average, 8 MiB each; 20 of them under 5 ms
+    after = conditions.counter_totals(nixl_metrics(34, 0.05 + 0.102, 10 * 2**20 + 24 * 8 * 2**20,
+                                                   {"0.005": 30, "0.01": 34, "+Inf": 34}, failed=1))
+    columns = conditions.counter_columns(before, after, None)
+    assert columns["kv_transfers"] == 24 and columns["kv_failed_transfers"] == 1
+    assert abs(columns["kv_transfer_mean_ms"] - 4.25) < 1e-9
+    assert columns["kv_transfer_mb"] == 8.0
+    # p90: rank 21.6 of 24 lies in (5, 10] ms, 1.6 of its 4 transfers in: 5 + 5 x 0.4
+    assert abs(columns["kv_transfer_p90_ms"] - 7.0) < 1e-9
+    # a server with no transfers (one standard server) has no transfer columns
+    plain = conditions.counter_columns({}, conditions.counter_totals(vllm_metrics(10, 1)), None)
+    assert not any(k.startswith("kv_transfer") for k in plain)
+
+
+def test_histogram_quantile_edges():
+    assert conditions.histogram_quantile(0.9, {}) is None
+    assert conditions.histogram_quantile(0.5, {0.01: 0, float("inf"): 0}) is None
+    # all beyond the last finite bound: that bound
+    assert conditions.histogram_quantile(0.5, {0.01: 0, float("inf"): 5}) == 0.01

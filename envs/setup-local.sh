@@ -7,7 +7,7 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 # reinstall whenever the requirements or this script change
-stamp=$(cat envs/local-cpu.txt "$0" | sha256sum | cut -d' ' -f1)
+stamp=$(cat envs/local-cpu.txt pyproject.toml "$0" | sha256sum | cut -d' ' -f1)
 if [ "$(cat .venv/.servelab-installed 2>/dev/null)" != "$stamp" ]; then
   # -qq: pip's resolver notes about index locations are noise here
   .venv/bin/pip install -qq --upgrade pip

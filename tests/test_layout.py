@@ -9,6 +9,7 @@ from conftest import REPO
 PACKAGE = REPO / "servelab"
 STAGES = sorted(p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists())
 SHARED = {"atomic"}   # root modules every stage may use
+ENTRY = {"cli", "__main__"}   # the `servelab` command: may import every stage, imported by none
 
 
 def servelab_imports(path: Path) -> set[str]:
@@ -30,12 +31,18 @@ def base_modules() -> set[str]:
 
 def test_the_root_holds_only_the_map_and_the_shared_helpers():
     loose = {p.stem for p in PACKAGE.glob("*.py")} - {"__init__"}
-    assert loose == SHARED
+    assert loose == SHARED | ENTRY
     assert set(STAGES) == {"config", "fetch", "engines", "serve", "search", "analysis", "run"}
     for stage in STAGES:
         package = importlib.import_module(f"servelab.{stage}")
         assert package.__doc__ and len(package.__doc__.strip().splitlines()) >= 2, stage
         assert set(package.MAY_IMPORT) <= set(STAGES) - {stage}, stage
+
+
+def test_no_stage_imports_the_command_line():
+    importers = [str(path.relative_to(PACKAGE)) for path in PACKAGE.glob("*/*.py")
+                 if any(t.split(".")[1] in ENTRY for t in servelab_imports(path) if len(t.split(".")) > 1)]
+    assert not importers
 
 
 def test_every_module_imports_only_what_its_stage_may():
@@ -75,5 +82,7 @@ def test_tests_mirror_the_package():
     tests = REPO / "tests"
     for stage in STAGES:
         assert list((tests / stage).glob("test_*.py")), f"tests/{stage}/ holds no tests"
-    stray = [p.name for p in tests.glob("test_*.py") if p.name != Path(__file__).name]
+    # beside this file, only the tests of the root's entry modules (test_cli.py)
+    stray = [p.name for p in tests.glob("test_*.py")
+             if p.name != Path(__file__).name and p.stem.removeprefix("test_") not in ENTRY]
     assert not stray, f"tests outside a stage's folder: {stray}"

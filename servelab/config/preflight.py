@@ -3,7 +3,7 @@ job starts (a dry run included), one line per experiment: the package, the comma
 installs it, and the overlay that leaves the experiment or its section out. Also which
 needed packages every process will compile again (no bytecode, none written).
 
-    python -m servelab.config.preflight config/config.yaml [overlay.yaml ...]
+    servelab preflight config/config.yaml [overlay.yaml ...]
 """
 
 from __future__ import annotations
@@ -127,15 +127,24 @@ def slow_imports(config: dict, names: list[str], has=importable) -> list[str]:
     return [line for module, env in modules.items() if has(module, env) and (line := uncompiled(module, env))]
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str] | None = None) -> int:
+    """Which experiments need a package that this environment (or the engine's own,
+    engines.<name>.env.PYTHONPATH) lacks, with the command that installs it and the overlay
+    that leaves it out; which packages every engine process would compile again. Exits 1
+    when something is missing."""
+    import argparse
+
     import yaml
     from snakemake.utils import update_config
 
     from servelab.config.checks import drop_nulled_sections
     from servelab.config.experiments import enabled_experiments
 
+    parser = argparse.ArgumentParser(prog="servelab preflight", description=main.__doc__)
+    parser.add_argument("configs", nargs="*", default=["config/config.yaml"], metavar="CONFIG",
+                        help="config/config.yaml, then overlays, merged in order")
     config: dict = {}
-    for path in argv or ["config/config.yaml"]:
+    for path in parser.parse_args(argv).configs:
         update_config(config, yaml.safe_load(open(path)))
     drop_nulled_sections(config)
     names = enabled_experiments(config)
@@ -147,4 +156,4 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main())

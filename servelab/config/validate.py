@@ -1,6 +1,6 @@
 """Check every command a config would launch against the engines' own parsers.
 
-    python -m servelab.config.validate config/config.yaml [config/local.yaml ...]
+    servelab validate config/config.yaml [config/local.yaml ...]
 
 Run it before submitting GPU jobs: a stale or mistyped flag is reported with
 the experiment, server point and flag, and no GPU hour is spent on it.
@@ -399,23 +399,81 @@ def check_commands(config: dict, engines: list[str] | None, models: dict[str, st
     return problems
 
 
-def main(argv: list[str] | None = None) -> int:
+SCHEMA = Path(__file__).resolve().parents[2] / "config/schema.yaml"
+
+
+def schema_problems(config: dict) -> list[str]:
+    """Every place the config breaks config/schema.yaml, each named by its key path (the
+    workflow's own check stops at the first); none: the schema's defaults filled in, as
+    the workflow fills them."""
+    import jsonschema
+    import yaml
+    from snakemake.utils import validate as snakemake_validate
+
+    schema = yaml.safe_load(SCHEMA.read_text())
+    validator = jsonschema.validators.validator_for(schema)(schema)
+    errors = sorted(validator.iter_errors(config), key=lambda e: [str(p) for p in e.absolute_path])
+    if errors:
+        return [f"{'.'.join(map(str, e.absolute_path)) or '(top level)'}: {e.message}" for e in errors]
+    snakemake_validate(config, str(SCHEMA))
+    return []
+
+
+def config_problems(config: dict) -> list[str]:
+    """What the workflow refuses before any job, in its order: the schema, then the
+    cross-checks the schema cannot express (servelab.config.checks)."""
+    from servelab.config import checks
+
+    checks.drop_nulled_sections(config)
+    problems = schema_problems(config)
+    if problems:
+        return problems
+    try:
+        checks.check(config)
+    except checks.ConfigError as err:
+        return [line.strip() for line in str(err).splitlines()[1:]]
+    return []
+
+
+def load_configs(files: list[str]) -> dict:
+    """config/config.yaml and overlays merged as Snakemake merges --configfile's; a file
+    that is not YAML raises yaml.YAMLError naming its line and column."""
     import yaml
     from snakemake.utils import update_config
 
-    files = (argv if argv is not None else sys.argv[1:]) or ["config/config.yaml"]
     config: dict = {}
     for path in files:
         with open(path) as fh:
-            try:
-                update_config(config, yaml.safe_load(fh))
-            except yaml.YAMLError as err:  # its marks name the file, line and column
-                print(f"servelab validate: {path} is not valid YAML:\n{err}", file=sys.stderr)
-                return 2
-    problems = check_config(config)
+            update_config(config, yaml.safe_load(fh) or {})
+    return config
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Check configs as the run would, before any GPU time: the schema, the cross-checks,
+    then every server and client command against the engines' own parsers and vLLM's
+    config classes. Exits 1 on any problem, 2 on a file that cannot be read."""
+    import argparse
+
+    import yaml
+
+    parser = argparse.ArgumentParser(prog="servelab validate", description=main.__doc__)
+    parser.add_argument("configs", nargs="*", default=["config/config.yaml"], metavar="CONFIG",
+                        help="config/config.yaml, then overlays, merged in order (default: config/config.yaml)")
+    files = parser.parse_args(argv).configs
+    try:
+        config = load_configs(files)
+    except yaml.YAMLError as err:  # its marks name the file, line and column
+        print(f"servelab validate: not valid YAML:\n{err}", file=sys.stderr)
+        return 2
+    except OSError as err:
+        print(f"servelab validate: {err}", file=sys.stderr)
+        return 2
+    problems: list = config_problems(config)
+    if not problems:
+        problems = check_config(config)
     for problem in problems:
         print(problem, file=sys.stderr)
-    print(f"servelab validate: {len(problems)} problem(s) in {len(config['experiments'])} experiment(s)")
+    print(f"servelab validate: {len(problems)} problem(s) in {len(config.get('experiments', {}))} experiment(s)")
     return 1 if problems else 0
 
 

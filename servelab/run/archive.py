@@ -10,7 +10,7 @@
             every table rebuilt from the raw JSON and compared with the archived one,
             every figure redrawn.
 
-    python -m servelab.run.archive verify ARCHIVE.zip --rebuild DIR
+    servelab archive verify ARCHIVE.zip --rebuild DIR
 """
 
 from __future__ import annotations
@@ -243,7 +243,7 @@ def verify(archive: Path, out: Path) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m servelab.run.archive", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="servelab archive", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     check = sub.add_parser("verify", help="check the checksums and rebuild every table and figure")
     check.add_argument("archive", type=Path)

@@ -11,5 +11,5 @@ with tee_stderr(snakemake.log[0]):
                             workflow_dir=Path(snakemake.params.workflow_dir))
     print(f"servelab archive: {snakemake.output[0]}: {summary['files']} files, "
           f"{summary['bytes'] / 2**20:.1f} MiB, workflow {summary['commit'][:12]}"
-          f"{' (dirty)' if summary['dirty'] else ''}; check it with: python -m servelab.run.archive verify "
+          f"{' (dirty)' if summary['dirty'] else ''}; check it with: servelab archive verify "
           f"{snakemake.output[0]} --rebuild DIR", file=sys.stderr)

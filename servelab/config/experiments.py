@@ -180,6 +180,21 @@ def swept_knobs(exp: dict) -> list[str]:
     return out
 
 
+def load_knobs(exp: dict) -> list[str]:
+    """The swept knobs of the load side (client grid, workloads): what makes a load point."""
+    server = exp.get("server", {})
+    on_server = set(server.get("grid", {})) | set(server.get("env_grid", {}))
+    for knobs in (server.get("configs") or {}).values():
+        on_server |= set(engine_flags(knobs or {}))
+    return [k for k in swept_knobs(exp) if k not in on_server]
+
+
+def compares_configurations(exp: dict) -> bool:
+    """An experiment of several configurations (server points) measured at the same loads:
+    it gets comparisons.csv (a search has its own verdicts)."""
+    return not exp.get(SEARCH) and len(server_points(exp)) > 1
+
+
 def enabled_experiments(config: dict) -> list[str]:
     """Experiments the default target runs: `run` if given, else all."""
     return list(config.get("run") or config["experiments"])

@@ -437,14 +437,17 @@ def config_problems(config: dict) -> list[str]:
 
 def load_configs(files: list[str]) -> dict:
     """config/config.yaml and overlays merged as Snakemake merges --configfile's; a file
-    that is not YAML raises yaml.YAMLError naming its line and column."""
+    that is not YAML raises ValueError naming it, its line and column."""
     import yaml
     from snakemake.utils import update_config
 
     config: dict = {}
     for path in files:
         with open(path) as fh:
-            update_config(config, yaml.safe_load(fh) or {})
+            try:
+                update_config(config, yaml.safe_load(fh) or {})
+            except yaml.YAMLError as err:
+                raise ValueError(f"{path} is not valid YAML:\n{err}") from err
     return config
 
 
@@ -454,16 +457,14 @@ def main(argv: list[str] | None = None) -> int:
     config classes. Exits 1 on any problem, 2 on a file that cannot be read."""
     import argparse
 
-    import yaml
-
     parser = argparse.ArgumentParser(prog="servelab validate", description=main.__doc__)
     parser.add_argument("configs", nargs="*", default=["config/config.yaml"], metavar="CONFIG",
                         help="config/config.yaml, then overlays, merged in order (default: config/config.yaml)")
     files = parser.parse_args(argv).configs
     try:
         config = load_configs(files)
-    except yaml.YAMLError as err:  # its marks name the file, line and column
-        print(f"servelab validate: not valid YAML:\n{err}", file=sys.stderr)
+    except ValueError as err:  # not YAML: the file, its line and column
+        print(f"servelab validate: {err}", file=sys.stderr)
         return 2
     except OSError as err:
         print(f"servelab validate: {err}", file=sys.stderr)

@@ -222,6 +222,9 @@ def rebuild(root: Path, out: Path) -> dict:
             joined = [tables[n] for n in [name, *spec.get("also_from", [])] if n in tables]
             plots.draw(pd.concat(joined, ignore_index=True), spec, out / name / f"{fig}.png", name=fig)
             figures += 1
+        if (archived_comparisons := root / "results" / name / "comparisons.csv").is_file():
+            figures += rebuild_comparisons(config["experiments"][name], tables[name], archived_comparisons,
+                                           out / name)
         if search := config["experiments"][name].get("search"):
             archived = root / "results" / name / "search"
             search_plots.draw_all(out / name / "metrics.csv", archived / "tried.csv",
@@ -229,6 +232,26 @@ def rebuild(root: Path, out: Path) -> dict:
                                   {f: out / name / f"search_{f}.png" for f in ("goodput", "frontier", "pareto")})
             figures += 3
     return {"tables": len(tables), "rows": sum(len(t) for t in tables.values()), "figures": figures}
+
+
+def rebuild_comparisons(exp: dict, table, archived: Path, out: Path) -> int:
+    """The comparisons recomputed from the rebuilt table, equal to the archived ones; their
+    figure redrawn (1)."""
+    import pandas as pd
+
+    from servelab.analysis import comparison_plot, comparisons
+    from servelab.config.experiments import load_knobs
+
+    rebuilt = comparisons.compare(table, load_knobs(exp), exp.get("baseline"))
+    rebuilt.to_csv(out / "comparisons.csv", index=False)
+    try:
+        pd.testing.assert_frame_equal(pd.read_csv(out / "comparisons.csv"), pd.read_csv(archived),
+                                      check_exact=False, rtol=1e-9)
+    except AssertionError as err:
+        raise ArchiveError(f"{archived.parent.name}/comparisons.csv recomputed differs from the archived one: "
+                           f"{err}") from err
+    comparison_plot.draw(rebuilt, out / "comparisons.png", exp.get("title", archived.parent.name))
+    return 1
 
 
 def verify(archive: Path, out: Path) -> dict:

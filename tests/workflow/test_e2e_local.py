@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from conftest import default_sigint, load_config, make_workdir, snakemake
-from servelab.config.experiments import server_points
+from servelab.config.experiments import compares_configurations, server_points
 
 pytestmark = pytest.mark.e2e
 LOCAL = ["--profile", "profiles/local"]
@@ -454,6 +454,12 @@ def test_engine_counters_and_the_drift_check_are_columns(workdir, first_run):
     # its first point was measured again at the session's end, and every point says how far it moved
     assert matrix["drift_max_pct"].notna().all()
     assert list((workdir / "results/workload_matrix_cpu/store/sessions").glob("*/drift.json"))
+    # prefix caching on against off, per load point: measured once here, so no verdict is crowned
+    compared = pd.read_csv(workdir / "results/week05/comparisons.csv")
+    assert set(compared["baseline"]) == {week05["server_point"].iloc[0]} and len(compared) > 0
+    assert set(compared["verdict"]) == {"not measured twice"}, compared["verdict"].tolist()
+    assert compared["method"].str.startswith("Welch's t").all()
+    assert (workdir / "results/week05/comparisons.png").read_bytes()[:4] == b"\x89PNG"
     print("\nworkload matrix drift (%):", matrix["drift_max_pct"].round(1).tolist(),
           "week05 hit rates:", shared["prefix_cache_hit_rate"].round(3).tolist())
 
@@ -508,7 +514,8 @@ def test_changing_one_knob_reruns_only_what_depends_on_it(workdir, first_run):
     assert rules_to_run(workdir, *recipe) == {
         "all": 1, "tiny_model": 1, "metrics_table": len(exps),
         "session": sum(len(server_points(e)) for e in exps.values()),
-        "figure": sum(len(e.get("figures", {})) for e in exps.values())}
+        "figure": sum(len(e.get("figures", {})) for e in exps.values()),
+        "comparisons": sum(1 for e in exps.values() if compares_configurations(e))}
 
 
 def test_adding_one_rate_measures_exactly_one_point(workdir, first_run):

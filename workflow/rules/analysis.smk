@@ -42,6 +42,25 @@ rule figure:
         "../scripts/plot_figure.py"
 
 
+rule comparisons:
+    # each configuration against the experiment's baseline at each load point (Welch's t)
+    input:
+        "results/{experiment}/metrics.csv",
+    output:
+        table=report("results/{experiment}/comparisons.csv", caption="../report/comparisons.rst", category="{experiment}"),
+        figure=report("results/{experiment}/comparisons.png", caption="../report/comparisons.rst", category="{experiment}"),
+    params:
+        load_knobs=lambda wildcards: ex.load_knobs(EXPERIMENTS[wildcards.experiment]),
+        baseline=lambda wildcards: EXPERIMENTS[wildcards.experiment].get("baseline"),
+        title=lambda wildcards: EXPERIMENTS[wildcards.experiment].get("title", wildcards.experiment),
+    log:
+        "logs/{experiment}/comparisons.log",
+    conda:
+        "../../envs/analysis.yaml"
+    script:
+        "../scripts/comparisons.py"
+
+
 rule paper_archive:
     # a frozen run for a paper: `snakemake --profile profiles/local paper_archive`
     # (make the report first to include it: snakemake ... --report report.html)

@@ -57,6 +57,7 @@ wildcard_constraints:
     figure=names_regex({f for exp in EXPERIMENTS.values() for f in exp.get("figures", {})}),
 
 
+COMPARISON_OUTPUTS = ("comparisons.csv", "comparisons.png")
 SEARCH_OUTPUTS = ("search/best.json", "search/tried.csv", "search/goodput.png", "search/frontier.png",
                   "search/pareto.png")
 
@@ -65,7 +66,8 @@ def experiment_outputs(name):
     exp = EXPERIMENTS[name]
     return [f"results/{name}/metrics.csv"] + [
         f"results/{name}/{figure}.png" for figure in exp.get("figures", {})
-    ] + [f"results/{name}/{out}" for out in (SEARCH_OUTPUTS if exp.get("search") else ())]
+    ] + [f"results/{name}/{out}" for out in (SEARCH_OUTPUTS if exp.get("search") else ())] + [
+        f"results/{name}/{out}" for out in (COMPARISON_OUTPUTS if ex.compares_configurations(exp) else ())]
 
 
 RUN_STARTED = time.time()

@@ -1,0 +1,82 @@
+"""Is a difference real: each configuration against the baseline with Welch's t on the
+repeats, a verdict, and the smallest difference the spread could have shown."""
+import math
+import statistics
+
+import pandas as pd
+import pytest
+
+from servelab.analysis import comparison_plot, comparisons
+from servelab.analysis.repeats import mean_ci95, t95
+from servelab.config.experiments import compares_configurations, load_knobs
+
+
+def row(point: str, rate, ttft: list[float], tps: list[float], valid=True) -> dict:
+    """A metrics.csv row as the repeats aggregator writes it (mean and 95 % half-width)."""
+    out = {"server_point": point, "request_rate": rate, "repeats": len(ttft), "valid": valid}
+    for name, values in (("ttft_p50_ms", ttft), ("output_throughput_tps", tps)):
+        out[name], half = mean_ci95(values)
+        if half is not None:
+            out[f"{name}_ci95"] = half
+    return out
+
+
+def welch_by_hand(a: list[float], b: list[float]) -> tuple[float, float]:
+    """The same interval from the raw repeats (the test's own arithmetic)."""
+    va, vb = statistics.variance(a) / len(a), statistics.variance(b) / len(b)
+    dof = (va + vb) ** 2 / (va ** 2 / (len(a) - 1) + vb ** 2 / (len(b) - 1))
+    diff = statistics.fmean(b) - statistics.fmean(a)
+    return diff, t95(int(dof)) * math.sqrt(va + vb)
+
+
+def test_a_clear_difference_is_better_or_worse_by_the_metrics_direction():
+    base_ttft, fast_ttft = [100.0, 102.0, 98.0], [80.0, 81.0, 79.5]
+    base_tps, fast_tps = [500.0, 505.0, 495.0], [499.0, 510.0, 492.0]
+    table = pd.DataFrame([row("eager", 4, base_ttft, base_tps), row("graphs", 4, fast_ttft, fast_tps)])
+    out = comparisons.compare(table, ["request_rate"]).set_index("metric")
+    ttft = out.loc["ttft_p50_ms"]
+    assert ttft["configuration"] == "graphs" and ttft["baseline"] == "eager" and ttft["load_point"] == "request_rate=4"
+    diff, half = welch_by_hand(base_ttft, fast_ttft)
+    mean_a = statistics.fmean(base_ttft)
+    assert ttft["diff_pct"] == pytest.approx(100 * diff / mean_a)
+    assert ttft["ci95_low_pct"] == pytest.approx(100 * (diff - half) / mean_a, rel=1e-6)
+    assert ttft["detectable_pct"] == pytest.approx(100 * half / mean_a, rel=1e-6)
+    assert ttft["verdict"] == "better"                    # lower TTFT, interval below zero
+    assert out.loc["output_throughput_tps", "verdict"] == "not distinguishable"   # within noise
+    assert ttft["method"].startswith("Welch's t")
+    # the other way round, the same difference is worse
+    swapped = comparisons.compare(table, ["request_rate"], baseline="graphs").set_index("metric")
+    assert swapped.loc["ttft_p50_ms", "verdict"] == "worse" and swapped.loc["ttft_p50_ms", "configuration"] == "eager"
+
+
+def test_one_repeat_is_never_a_verdict_and_a_failed_point_is_not_compared():
+    table = pd.DataFrame([row("a", 1, [100.0], [10.0]), row("b", 1, [50.0], [20.0]),
+                          row("a", 8, [100.0, 101.0], [10.0, 10.1]), row("b", 8, [50.0, 51.0], [20.0, 20.5], valid=False)])
+    out = comparisons.compare(table, ["request_rate"])
+    once = out[out["load_point"] == "request_rate=1"]
+    assert set(once["verdict"]) == {"not measured twice"} and once["ci95_low_pct"].isna().all()
+    assert once.set_index("metric").loc["ttft_p50_ms", "diff_pct"] == pytest.approx(-50.0)
+    assert set(out[out["load_point"] == "request_rate=8"]["verdict"]) == {"not comparable: a point is not valid"}
+
+
+def test_a_baseline_that_is_no_configuration_is_named_and_one_configuration_compares_nothing():
+    table = pd.DataFrame([row("a", 1, [1.0], [1.0]), row("b", 1, [1.0], [1.0])])
+    with pytest.raises(ValueError, match="baseline 'c' is not a configuration.*\\['a', 'b'\\]"):
+        comparisons.compare(table, ["request_rate"], baseline="c")
+    assert comparisons.compare(table[table["server_point"] == "a"], ["request_rate"]).empty
+
+
+def test_the_figure_is_drawn_with_its_verdicts(tmp_path):
+    table = pd.DataFrame([row("eager", 4, [100.0, 102.0, 98.0], [500.0, 505.0, 495.0]),
+                          row("graphs", 4, [80.0, 81.0, 79.5], [499.0, 510.0, 492.0])])
+    out = tmp_path / "comparisons.png"
+    comparison_plot.draw(comparisons.compare(table, ["request_rate"]), out, "Week 10")
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out.stat().st_size > 10_000
+
+
+def test_which_experiments_compare_and_what_makes_their_load_points(course_config):
+    exps = course_config["experiments"]
+    assert compares_configurations(exps["week06"]) and not compares_configurations(exps["week01"])
+    assert not compares_configurations(exps["week08_search"]) if "week08_search" in exps else True
+    assert load_knobs(exps["week16"]) == ["random_input_len"]
+    assert load_knobs(exps["week13"]) == ["request_rate"]       # tensor_parallel_size is the server's

@@ -84,3 +84,57 @@ def snakemake(workdir: Path, *args: str, timeout: float = 1200, check: bool = Tr
         raise AssertionError(f"snakemake {' '.join(args)} failed ({proc.returncode}):\n"
                              f"{proc.stdout[-4000:]}\n{proc.stderr[-8000:]}")
     return proc
+
+
+# Where the suite's time goes (printed at its end): each module's time, and the engine
+# starts its tests made (servelab.serve.server notes each start and its time to health in
+# SERVELAB_START_LOG, also from Snakemake's jobs, which inherit the variable).
+def pytest_configure(config):
+    if not os.environ.get("SERVELAB_START_LOG"):
+        fd, path = __import__("tempfile").mkstemp(prefix="servelab-starts-", suffix=".tsv")
+        os.close(fd)
+        os.environ["SERVELAB_START_LOG"] = path
+
+
+def start_counts(path: str) -> dict[str, list[float]]:
+    """{module: [seconds to health of each engine start; nan where it never became
+    healthy]} (the lifecycle tests' stand-in servers are not engines: left out)."""
+    starts: list[list] = []          # [module, seconds to health]
+    latest: dict[str, int] = {}      # pid -> its latest start (pids are reused)
+    try:
+        lines = Path(path).read_text().splitlines()
+    except OSError:
+        lines = []
+    for line in lines:
+        test, event, pid, detail = (line.split("\t") + ["", "", ""])[:4]
+        if event == "start" and "standin" not in detail:
+            latest[pid] = len(starts)
+            starts.append([test.split("::")[0] or "-", float("nan")])
+        elif event == "healthy" and pid in latest:
+            starts[latest[pid]][1] = float(detail)
+    by_module: dict[str, list[float]] = {}
+    for module, seconds in starts:
+        by_module.setdefault(module, []).append(seconds)
+    return by_module
+
+
+def pytest_terminal_summary(terminalreporter):
+    seconds: dict[str, float] = {}
+    for reports in terminalreporter.stats.values():
+        for report in reports:
+            if hasattr(report, "duration") and hasattr(report, "nodeid"):
+                module = report.nodeid.split("::")[0]
+                seconds[module] = seconds.get(module, 0.0) + report.duration
+    if not seconds:
+        return
+    starts = start_counts(os.environ.get("SERVELAB_START_LOG", ""))
+    write = terminalreporter.write_line
+    terminalreporter.section("where the time went (per module; engine starts: count, seconds to health)")
+    for module, total in sorted(seconds.items(), key=lambda kv: -kv[1]):
+        made = starts.get(module, [])
+        healthy = [v for v in made if v == v]
+        extra = f"  {len(made):3d} starts, {sum(healthy):7.1f} s to health" if made else ""
+        write(f"{total:8.1f} s  {module}{extra}")
+    every = [v for made in starts.values() for v in made]
+    write(f"engine starts in all: {len(every)} ({sum(v for v in every if v == v):.0f} s to health); "
+          f"tests: {sum(seconds.values()):.0f} s")

@@ -47,6 +47,17 @@ def exit_words(code: int) -> str:
     return f"exited with code {code}"
 
 
+# where each server start and its time to health is noted, when set (the test suite's
+# account of engine starts: tests/conftest.py)
+START_LOG = "SERVELAB_START_LOG"
+
+
+def note_start(event: str) -> None:
+    if path := os.environ.get(START_LOG):
+        with open(path, "a") as out:
+            out.write(f"{os.environ.get('PYTEST_CURRENT_TEST', '-')}\t{event}\n")
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
@@ -98,6 +109,7 @@ class Server:
                 stdin=subprocess.PIPE if self.gated else subprocess.DEVNULL, env=env,
                 start_new_session=True,
             )
+        note_start(f"start\t{self.proc.pid}\t{' '.join(self.command[1:4])}")
 
     def grant(self, devices: list[str]) -> None:
         """Let a gated server go on, on `devices`; its start-up is counted from here."""
@@ -170,6 +182,7 @@ class Server:
             try:
                 if requests.get(f"{self.base_url}/health", timeout=2).status_code == 200:
                     self.healthy_after_s = time.monotonic() - self.started_at
+                    note_start(f"healthy\t{self.proc.pid}\t{self.healthy_after_s:.2f}")
                     return self.healthy_after_s
             except requests.RequestException:
                 pass

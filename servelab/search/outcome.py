@@ -13,8 +13,13 @@ import json
 import shlex
 from pathlib import Path
 
-from servelab.config.experiments import point_id
+from servelab.config.experiments import gpus_needed, point_id
 from servelab.search import slo as slo_check
+
+TIE_WITHIN = 0.05   # default relative noise under which two goodputs are a tie
+RULE = ("the highest goodput wins unless others are within its noise (tie_within, widened by the "
+        "sessions' own drift in output throughput): among those ties the cheapest wins, fewest GPUs, "
+        "then the knobs nearest the search's start")
 
 
 # servelab's entry point to vLLM's own CLI (servelab.engines.vllm_cli): `vllm serve` itself
@@ -59,9 +64,12 @@ def config_outcome(points: list[tuple[dict, dict | None]], load_knob: str, slo: 
         met, margins, why = slo_check.judge(slo, bench, record.get("failure"))
         judged.append((record["client_knobs"][load_knob], met, margins, why, bench or {}, record))
     passing = [j for j in judged if j[1]]
+    drifts = [abs(d) for record, _ in points
+              if isinstance(d := (record.get("drift") or {}).get("output_throughput"), (int, float))]
     out = {"points": len(judged), "max_load": None, "goodput_tps": 0.0, "request_throughput_rps": None,
            "margins": {}, "serve_command": None, "limited_by": "",
-           "session_s": round(session_seconds([record for record, _ in points]), 1)}
+           "session_s": round(session_seconds([record for record, _ in points]), 1),
+           "drift": max(drifts) if drifts else None}
     if passing:
         load, _, margins, _, bench, record = max(passing, key=lambda j: j[0])
         out.update(max_load=load, goodput_tps=bench.get("output_throughput") or 0.0,
@@ -98,9 +106,14 @@ def best_config(rows: list[dict], outcomes: dict[str, dict], search: dict) -> di
         return {"found": False, "launches": launches, "session_s": spent, "rounds": len({r["round"] for r in rows}),
                 "reason": "no configuration tried met the SLO at the lowest load",
                 "slo": search["slo"], "load": search["load"]}
-    row = max(rows, key=lambda r: r["goodput_tps"])
+    top = max(rows, key=lambda r: r["goodput_tps"])
+    ties = tied_with(top, rows, outcomes, search)
+    row = min(ties, key=lambda r: cost(r, search))
     o = outcomes[row["server_point"]]
     return {"found": True, "server_point": row["server_point"],
+            "rule": RULE, "tie_within": noise(top, outcomes, search),
+            "ties": [r["server_point"] for r in ties],
+            "highest_goodput": {"server_point": top["server_point"], "goodput_tps": top["goodput_tps"]},
             "config": {k: row[k] for k in search["space"]},
             "goodput_tps": o["goodput_tps"], "request_throughput_rps": o["request_throughput_rps"],
             "max_load": {search["load"]["knob"]: o["max_load"]}, "slo": search["slo"], "slo_margins": o["margins"],
@@ -108,3 +121,33 @@ def best_config(rows: list[dict], outcomes: dict[str, dict], search: dict) -> di
             "serve_command": o["serve_command"],
             "launches": launches, "session_s": spent, "rounds": len({r["round"] for r in rows}),
             "strategy": search["strategy"]}
+
+
+def noise(row: dict, outcomes: dict[str, dict], search: dict) -> float:
+    """The relative goodput difference a configuration's measurement cannot tell from noise."""
+    drift = outcomes[row["server_point"]].get("drift") or 0.0
+    return max(float(search.get("tie_within", TIE_WITHIN)), drift)
+
+
+def tied_with(top: dict, rows: list[dict], outcomes: dict[str, dict], search: dict) -> list[dict]:
+    """The configurations whose goodput is within noise of the highest (it included)."""
+    seen, out = set(), []
+    for r in rows:
+        if r["server_point"] in seen or r["goodput_tps"] <= 0:
+            continue
+        within = max(noise(top, outcomes, search), noise(r, outcomes, search))
+        if r["goodput_tps"] >= top["goodput_tps"] * (1 - within):
+            seen.add(r["server_point"])
+            out.append(r)
+    return out
+
+
+def cost(row: dict, search: dict) -> tuple:
+    """Cheaper first: GPUs the server needs, then how far its knobs are from the search's
+    start (each knob's middle value unless `start` names it), then the higher goodput."""
+    space, start = search["space"], search.get("start") or {}
+    distance = 0
+    for knob, values in space.items():
+        origin = values.index(start[knob]) if knob in start and start[knob] in values else (len(values) - 1) // 2
+        distance += abs(values.index(row[knob]) - origin) if row.get(knob) in values else len(values)
+    return gpus_needed({k: row.get(k) for k in space}), distance, -row["goodput_tps"]

@@ -85,4 +85,6 @@ def describe_best(experiment: str, best: dict) -> str:
     return (f"search {experiment}: best {best['server_point']}, goodput {best['goodput_tps']:.1f} tok/s at "
             f"{best['max_load']} ({best['launches']} launches, {best['session_s']:.0f} s of server time, in "
             f"{best['rounds']} rounds; {best['stopped']})\n"
-            f"  {best['vllm_serve']}")
+            + (f"  ties within {best['tie_within']:.0%} of the highest ({best['highest_goodput']['server_point']}): "
+               f"{', '.join(best['ties'])}; the cheapest wins\n" if len(best.get("ties", [])) > 1 else "")
+            + f"  {best['vllm_serve']}")

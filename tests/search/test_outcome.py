@@ -100,3 +100,34 @@ def test_a_time_budget_cuts_the_next_round_to_what_fits_and_then_ends_the_search
     # without the time budget the same measurements go on to the untried neighbour
     assert progress.plan_round(2, SEARCH | {"space": space, "start": {"max_num_seqs": 4}}, [round0, round1],
                                views, store)["configs"] == [{"max_num_seqs": 8}]
+
+
+def test_goodputs_within_noise_are_ties_and_the_cheapest_wins():
+    search = {"space": {"max_num_seqs": [4, 8, 16, 32], "tensor_parallel_size": [1, 2]},
+              "load": {"knob": "request_rate"}, "slo": {"p99_ttft_ms": 500}, "strategy": "grid"}
+
+    def row(seqs, tp, goodput):
+        return {"round": 0, "server_point": f"max_num_seqs={seqs}+tensor_parallel_size={tp}",
+                "max_num_seqs": seqs, "tensor_parallel_size": tp, "goodput_tps": goodput, "session_s": 1.0}
+
+    def found(rows, drift=None):
+        return {r["server_point"]: {"goodput_tps": r["goodput_tps"], "request_throughput_rps": 1.0, "max_load": 4,
+                                    "margins": {}, "limited_by": "", "serve_command": None, "drift": drift}
+                for r in rows}
+
+    # the week 8 search on an H100 gave 1413, 1489 and 1484 tok/s: 1484 is within 5 % of 1489
+    rows = [row(8, 1, 1413.0), row(16, 2, 1489.0), row(32, 1, 1484.0)]
+    best = outcome.best_config(rows, found(rows), search)
+    assert best["highest_goodput"] == {"server_point": "max_num_seqs=16+tensor_parallel_size=2", "goodput_tps": 1489.0}
+    # 1413 is 5.1 % below: not a tie
+    assert set(best["ties"]) == {"max_num_seqs=16+tensor_parallel_size=2", "max_num_seqs=32+tensor_parallel_size=1"}
+    assert best["server_point"] == "max_num_seqs=32+tensor_parallel_size=1"   # one GPU, not two
+    assert "cheapest" in best["rule"] and best["tie_within"] == 0.05
+    # a tighter noise separates them; the highest then wins alone
+    best = outcome.best_config(rows, found(rows), {**search, "tie_within": 0.001})
+    assert best["ties"] == ["max_num_seqs=16+tensor_parallel_size=2"]
+    assert best["server_point"] == "max_num_seqs=16+tensor_parallel_size=2"
+    # a session's measured drift widens the noise it is judged with
+    best = outcome.best_config(rows, found(rows, drift=0.147), {**search, "tie_within": 0.001})
+    assert best["tie_within"] == 0.147 and len(best["ties"]) == 3
+    assert best["server_point"] == "max_num_seqs=8+tensor_parallel_size=1"    # one GPU, at the start

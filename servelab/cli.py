@@ -19,13 +19,13 @@ BENCHMARKS = Path(__file__).resolve().parents[1] / "tests/benchmarks"
 
 
 def validate(rest: list[str]) -> int:
-    from servelab.config import validate as module
+    from servelab.checks import validate as module
 
     return module.main(rest)
 
 
 def preflight(rest: list[str]) -> int:
-    from servelab.config import preflight as module
+    from servelab.checks import preflight as module
 
     return module.main(rest)
 

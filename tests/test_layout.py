@@ -1,5 +1,6 @@
 """The package shows the pipeline: every module sits in a stage's subpackage, imports only
-what its stage's `MAY_IMPORT` allows, and the tests mirror that layout."""
+what its stage's `MAY_IMPORT` allows, the stages import one way (config at the bottom,
+checks at the top, no cycle), and the tests mirror that layout."""
 import ast
 import importlib
 from pathlib import Path
@@ -32,11 +33,30 @@ def base_modules() -> set[str]:
 def test_the_root_holds_only_the_map_and_the_shared_helpers():
     loose = {p.stem for p in PACKAGE.glob("*.py")} - {"__init__"}
     assert loose == SHARED | ENTRY
-    assert set(STAGES) == {"config", "fetch", "engines", "serve", "search", "analysis", "run"}
+    assert set(STAGES) == {"config", "fetch", "engines", "serve", "search", "analysis", "run", "checks"}
     for stage in STAGES:
         package = importlib.import_module(f"servelab.{stage}")
         assert package.__doc__ and len(package.__doc__.strip().splitlines()) >= 2, stage
         assert set(package.MAY_IMPORT) <= set(STAGES) - {stage}, stage
+
+
+def test_the_layers_import_one_way():
+    """config at the bottom imports no other stage; checks at the top is imported by none
+    (only the entry point and the workflow use it); and no chain of MAY_IMPORT leads back
+    to the stage it started from."""
+    may = {stage: set(importlib.import_module(f"servelab.{stage}").MAY_IMPORT) for stage in STAGES}
+    assert may["config"] == set(), "config is what every stage stands on: it may import none"
+    assert not [stage for stage in STAGES if "checks" in may[stage]], "only the entry point and the workflow import checks"
+    for start in STAGES:   # every stage reachable from `start` through MAY_IMPORT, by walking the graph
+        path, seen, todo = {start: [start]}, set(), [start]
+        while todo:
+            stage = todo.pop()
+            for below in sorted(may[stage]):
+                assert below != start, f"stages import in a cycle: {' -> '.join(path[stage] + [start])}"
+                if below not in seen:
+                    seen.add(below)
+                    path[below] = path[stage] + [below]
+                    todo.append(below)
 
 
 def test_no_stage_imports_the_command_line():
@@ -64,7 +84,7 @@ def test_every_module_imports_only_what_its_stage_may():
 
 def test_a_rule_script_imports_from_its_own_stage():
     # which stage each rule file is (workflow/rules/*.smk) and which scripts it runs
-    rule_stage = {"fetch.smk": {"fetch"}, "serve.smk": {"serve", "config"}, "search.smk": {"search"},
+    rule_stage = {"fetch.smk": {"fetch"}, "serve.smk": {"serve", "checks"}, "search.smk": {"search"},
                   "analysis.smk": {"analysis"}}
     scripts = {}
     for smk, stages in rule_stage.items():

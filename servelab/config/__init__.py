@@ -1,6 +1,6 @@
-"""What the config means: `experiments` expands experiments into server and client points
-(every stage builds on it, so it imports nothing from servelab); `checks` cross-checks
-sections the JSON schema cannot; `validate` parses every command against the engines' own
-parsers. The last two sit above the stages they ask, so they may import any of them."""
-MAY_IMPORT = ("fetch", "engines", "serve", "analysis", "run")
+"""What the config means, at the bottom of the package: `experiments` expands experiments
+into server and client points, `engine_groups` finds sessions that can share one engine.
+Every stage builds on it, so it imports no other stage; the checks of a whole config,
+which ask the stages above, are a stage of their own (servelab/checks)."""
+MAY_IMPORT = ()
 BASE_MODULES = ("experiments",)  # import nothing from servelab: every stage may use them

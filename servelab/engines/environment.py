@@ -18,15 +18,19 @@ def engine_paths(env: dict | None) -> list[str]:
     return [p for p in str((env or {}).get("PYTHONPATH", "")).split(os.pathsep) if p]
 
 
-def importable(module: str, env: dict | None = None) -> bool:
-    """Whether a process with `env` finds `module` (a top-level name)."""
+def module_spec(module: str, env: dict | None = None) -> importlib.machinery.ModuleSpec | None:
+    """Where a process with `env` finds `module` (a top-level name), without importing it:
+    its spec on the engine's path, else on the job's; None where it finds none."""
     paths = engine_paths(env)
     try:
-        if paths and importlib.machinery.PathFinder.find_spec(module, paths) is not None:
-            return True
-        return importlib.util.find_spec(module) is not None
+        return (paths and importlib.machinery.PathFinder.find_spec(module, paths)) or importlib.util.find_spec(module)
     except (ImportError, ValueError):
-        return False
+        return None
+
+
+def importable(module: str, env: dict | None = None) -> bool:
+    """Whether a process with `env` finds `module` (a top-level name)."""
+    return module_spec(module, env) is not None
 
 
 def installed_version(names: tuple[str, ...] | list[str], env: dict | None = None) -> str | None:

@@ -21,7 +21,7 @@ def test_to_flags_maps_types_to_engine_syntax():
 
 @pytest.fixture(scope="module")
 def vllm_serve_parser():
-    from servelab.config.validate import vllm_serve_parser
+    from servelab.checks.validate import vllm_serve_parser
 
     return vllm_serve_parser()
 
@@ -64,7 +64,7 @@ def test_bench_args_parse_with_vllm_bench_serve_parser(local_config):
 
 
 def test_validate_reports_experiment_point_and_flag(local_config):
-    from servelab.config.validate import check_config
+    from servelab.checks.validate import check_config
 
     local_config["experiments"]["week01"]["server"]["grid"] = {"num_speculative_tokens": [4]}
     local_config["experiments"]["week01"]["client"]["args"]["request_rate_typo"] = 3
@@ -79,14 +79,14 @@ def test_validate_reports_experiment_point_and_flag(local_config):
 
 
 def test_validate_passes_the_shipped_configs(course_config, local_config):
-    from servelab.config.validate import check_config
+    from servelab.checks.validate import check_config
 
     assert check_config(course_config) == []
     assert check_config(local_config) == []
 
 
 def test_validate_checks_lm_eval_and_static_batching_by_their_own_parsers(course_config):
-    from servelab.config.validate import check_config
+    from servelab.checks.validate import check_config
 
     exps = course_config["experiments"]
     exps["week12"]["eval"]["args"]["num_fewshot"] = "five"

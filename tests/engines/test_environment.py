@@ -5,7 +5,7 @@ import json
 import subprocess
 import sys
 
-from servelab.config import preflight
+from servelab.checks import preflight
 from servelab.engines import environment
 from servelab.engines.registry import SGLangBenchClient
 

@@ -10,7 +10,7 @@ from transformers import AutoConfig, AutoTokenizer
 from transformers.utils import logging as transformers_logging
 
 from conftest import load_config, make_workdir, snakemake
-from servelab.config import checks as servelab_config
+from servelab.checks import cross_checks
 from servelab.fetch import dummy_weights, shape_model
 
 
@@ -73,7 +73,7 @@ def test_dummy_mode_serves_shapes_with_random_weights(check_config, course_confi
         "model": "resources/models/shapes/llama32_1b", "num_speculative_tokens": 5}
     assert dummy_weights.draft_models(check_config, draft) == ["llama32_1b"]
     assert dummy_weights.model_dir(check_config, "llama31_8b") == "resources/models/shapes/llama31_8b"
-    assert servelab_config.model_identity(check_config, "llama31_8b").startswith("shape:")
+    assert cross_checks.model_identity(check_config, "llama31_8b").startswith("shape:")
     assert dummy_weights.dataset(check_config, "sharegpt") == "synthetic_sharegpt"
     assert dummy_weights.client_points(check_config, [{"num_prompts": 200, "request_rate": 1}, {"batch_size": 8}]) == [
         {"num_prompts": 16, "request_rate": 1}, {"batch_size": 8}]
@@ -84,17 +84,17 @@ def test_dummy_mode_serves_shapes_with_random_weights(check_config, course_confi
     # without the overlay nothing changes: the hub checkpoint, its own directory and identity
     assert dummy_weights.served_knobs(course_config, "llama31_8b", {"max_model_len": 4096}) == {"max_model_len": 4096}
     assert course_config["paths"]["models"] + "/llama31_8b" == dummy_weights.model_dir(course_config, "llama31_8b")
-    assert servelab_config.model_identity(course_config, "llama31_8b").startswith("meta-llama/")
+    assert cross_checks.model_identity(course_config, "llama31_8b").startswith("meta-llama/")
 
 
 def test_a_model_without_a_shape_is_named_before_any_job(check_config):
     check_config["models"]["no_shape"] = {"hub": "org/model", "revision": "0" * 40}
     check_config["experiments"]["week01"]["model"] = "no_shape"
-    with pytest.raises(servelab_config.ConfigError, match=r"experiments.week01: model 'no_shape' has no `shape:`"):
-        servelab_config.check(check_config)
+    with pytest.raises(cross_checks.ConfigError, match=r"experiments.week01: model 'no_shape' has no `shape:`"):
+        cross_checks.check(check_config)
     check_config["dummy_weights"]["datasets"]["sharegpt"] = "nowhere"
-    with pytest.raises(servelab_config.ConfigError, match="dummy_weights.datasets.sharegpt: 'nowhere'"):
-        servelab_config.check(check_config)
+    with pytest.raises(cross_checks.ConfigError, match="dummy_weights.datasets.sharegpt: 'nowhere'"):
+        cross_checks.check(check_config)
 
 
 TINY_SHAPE = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": 10240,

@@ -94,7 +94,7 @@ def test_wrappers_and_profiler_knobs():
 
 
 def test_gpu_only_monitors_are_left_out_on_the_cpu_default(course_config, local_config):
-    from servelab.config.checks import active_monitors
+    from servelab.checks.cross_checks import active_monitors
 
     exp = course_config["experiments"]["week02_profile"]
     assert set(active_monitors(course_config, exp)) == {"torch_profile", "gpu", "metrics"}

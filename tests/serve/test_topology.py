@@ -7,7 +7,7 @@ import pytest
 
 from servelab.engines import pd_proxy
 from servelab.serve import topology
-from servelab.config.validate import launch_commands
+from servelab.checks.validate import launch_commands
 
 PD = {"kind": "pd",
       "prefill": {"args": {"kv_transfer_config": {"kv_connector": "NixlConnector", "kv_role": "kv_producer"}},
@@ -52,7 +52,7 @@ def test_side_ports_differ_between_roles_and_routers_point_at_them():
 
 def test_every_process_of_the_course_p_d_weeks_parses(course_config):
     """The two servers and the router of weeks 16 (vLLM) and 16 (SGLang), by their own parsers."""
-    from servelab.config.validate import check_config
+    from servelab.checks.validate import check_config
 
     exps = course_config["experiments"]
     assert check_config({**course_config, "experiments": {k: exps[k] for k in ("week16", "week16_sglang", "week09_dp")}}) == []

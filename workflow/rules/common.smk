@@ -13,18 +13,18 @@ os.environ["PYTHONPATH"] = os.pathsep.join(
     p for p in (workflow.basedir, os.environ.get("PYTHONPATH")) if p
 )
 
-from servelab.config import checks as servelab_config
+from servelab.checks import cross_checks
 from servelab.fetch import dummy_weights
 from servelab.serve import failure
 from servelab.config import experiments as ex
-from servelab.config import preflight
+from servelab.checks import preflight
 from servelab.config import engine_groups
 from servelab.serve.topology import topology_gpus
 from servelab.run import timing
 
-servelab_config.drop_nulled_sections(config)
+cross_checks.drop_nulled_sections(config)
 validate(config, "../../config/schema.yaml")
-servelab_config.check(config)
+cross_checks.check(config)
 if workflow.is_main_process:
     # before any job: which experiments need a package this environment lacks, and which
     # packages every engine process would compile again (not in jobs)
@@ -36,7 +36,7 @@ EXPERIMENTS = config["experiments"]
 MODELS_DIR = config["paths"]["models"]
 DATASETS_DIR = config["paths"]["datasets"]
 SERVER_POINTS = {name: ex.server_points(exp) for name, exp in EXPERIMENTS.items()}
-GENERATED_EVAL_TASKS = servelab_config.generated_eval_tasks(config)
+GENERATED_EVAL_TASKS = cross_checks.generated_eval_tasks(config)
 
 
 def names_regex(names):
@@ -172,8 +172,8 @@ def params_of(name, server_point):
         "engine": exp["engine"],
         "kind": exp["kind"],
         "tool": exp.get("tool"),
-        "model_identity": servelab_config.model_identity(config, model),
-        "dataset_identity": servelab_config.dataset_identity(config, dataset),
+        "model_identity": cross_checks.model_identity(config, model),
+        "dataset_identity": cross_checks.dataset_identity(config, dataset),
         "dataset_name": config["datasets"][dataset].get("builtin", "sharegpt"),
         "server_knobs": dummy_weights.served_knobs(config, model, ex.engine_flags(knobs)),
         "client_points": dummy_weights.client_points(config, ex.session_points(exp, knobs)),
@@ -182,7 +182,7 @@ def params_of(name, server_point):
         # what of the environment defines the measurement (engine env: machine settings)
         "identity_env": {**exp.get("server", {}).get("env", {}), **ex.point_env(knobs)},
         "topology": exp.get("topology"),
-        "monitors": servelab_config.active_monitors(config, exp),
+        "monitors": cross_checks.active_monitors(config, exp),
         # how its points are measured: the experiment's setting, else the run's
         "measurement": {k: exp.get(k, config[k]) for k in MEASUREMENT_KEYS},
         "load_search": ({**exp["search"]["load"], "slo": exp["search"]["slo"]} if exp.get("search") else None),

@@ -2,7 +2,7 @@
 hosts other experiments' sessions on its engine, theirs: servelab/config/engine_groups.py)."""
 import os
 
-from servelab.config import checks as servelab_config
+from servelab.checks import cross_checks
 from servelab.run.gpu_slots import JobGpus
 from servelab.run.joblog import tee_stderr
 from servelab.serve.session import SessionSpec, engine_cache_env, log, run
@@ -29,7 +29,7 @@ def spec_of(experiment, server_point, p, dataset, eval_tasks):
         store_dir=f"results/{experiment}/store",
         startup_timeout_s=p["startup_timeout_s"],
         env={**engine_cache_env(p["engine"], snakemake.params.cache, p["env"]), **p["env"]},
-        config_hash=servelab_config.config_hash(snakemake.config),
+        config_hash=cross_checks.config_hash(snakemake.config),
         workflow_dir=snakemake.scriptdir,
         topology=p["topology"],
         monitors=p["monitors"],

@@ -421,16 +421,16 @@ def schema_problems(config: dict) -> list[str]:
 
 def config_problems(config: dict) -> list[str]:
     """What the workflow refuses before any job, in its order: the schema, then the
-    cross-checks the schema cannot express (servelab.config.checks)."""
-    from servelab.config import checks
+    cross-checks the schema cannot express (servelab.checks.cross_checks)."""
+    from servelab.checks import cross_checks
 
-    checks.drop_nulled_sections(config)
+    cross_checks.drop_nulled_sections(config)
     problems = schema_problems(config)
     if problems:
         return problems
     try:
-        checks.check(config)
-    except checks.ConfigError as err:
+        cross_checks.check(config)
+    except cross_checks.ConfigError as err:
         return [line.strip() for line in str(err).splitlines()[1:]]
     return []
 

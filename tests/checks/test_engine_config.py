@@ -1,11 +1,11 @@
 """Values that every flag parser accepts but the engine refuses at start-up: refused by
-`python -m servelab.config.validate`, which builds vLLM's own config objects from each
+`python -m servelab.checks.validate`, which builds vLLM's own config objects from each
 point's arguments on the model's config.json (its shape), on a CPU, with no weights."""
 import copy
 
 import pytest
 
-from servelab.config import validate
+from servelab.checks import validate
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,7 @@ from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
 from conftest import REPO, make_workdir, snakemake
-from servelab.config.checks import ConfigError, check
+from servelab.checks.cross_checks import ConfigError, check
 
 SCHEMA = str(REPO / "config/schema.yaml")
 
@@ -116,27 +116,27 @@ def test_snakemake_stops_before_any_job_on_a_bad_key(tmp_path):
 
 
 def test_an_overlay_switches_a_section_off_with_null(course_config):
-    from servelab.config import checks as servelab_config
+    from servelab.checks import cross_checks
 
     week12 = course_config["experiments"]["week12"]
     week12["eval"] = None
     with pytest.raises(ConfigError, match="week12.figures.pareto.y: unknown column"):
-        check(servelab_config.drop_nulled_sections(copy.deepcopy(course_config)))
+        check(cross_checks.drop_nulled_sections(copy.deepcopy(course_config)))
     week12["figures"]["pareto"] = None   # the accuracy figure goes with the accuracy
-    servelab_config.drop_nulled_sections(course_config)
+    cross_checks.drop_nulled_sections(course_config)
     assert "eval" not in week12 and list(week12["figures"]) == ["throughput_by_precision"]
-    servelab_config.check(course_config)
+    cross_checks.check(course_config)
 
 
 def test_retry_failed_from_the_command_line_is_a_boolean(local_config):
-    from servelab.config.checks import drop_nulled_sections
+    from servelab.checks.cross_checks import drop_nulled_sections
 
     for given, wanted in (("true", True), ("True", True), (True, True), ("false", False)):
         assert validated(drop_nulled_sections(dict(local_config, retry_failed=given)))["retry_failed"] is wanted
 
 
 def test_a_yaml_syntax_error_is_named_with_file_and_line(tmp_path, capsys):
-    from servelab.config.validate import main
+    from servelab.checks.validate import main
 
     bad = tmp_path / "my-study.yaml"
     bad.write_text("experiments:\n  week01:\n    client: {args: {num_prompts: 3}\n")

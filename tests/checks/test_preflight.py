@@ -6,7 +6,7 @@ import sys
 
 from conftest import REPO, make_workdir
 
-from servelab.config import preflight
+from servelab.checks import preflight
 
 # a finder that makes lm_eval unimportable, as on a GPU box without lm-eval
 HIDE_LM_EVAL = """
@@ -34,7 +34,7 @@ def test_each_experiment_names_what_it_lacks_and_how_to_leave_it_out(course_conf
 def test_a_nulled_configuration_is_left_out(course_config):
     from snakemake.utils import update_config
 
-    from servelab.config.checks import drop_nulled_sections
+    from servelab.checks.cross_checks import drop_nulled_sections
 
     update_config(course_config, {"experiments": {"study_phi4": {"server": {"configs": {"suffix16": None}}}}})
     drop_nulled_sections(course_config)
@@ -50,7 +50,7 @@ def test_the_dry_run_says_it_before_any_job_with_lm_eval_hidden(tmp_path):
     check = subprocess.run([sys.executable, "-c", "import importlib.util; print(importlib.util.find_spec('lm_eval'))"],
                            env=env, capture_output=True, text=True)
     assert "hidden by the test" in check.stderr       # the package is really out of reach
-    module = subprocess.run([sys.executable, "-m", "servelab.config.preflight", "config/config.yaml"],
+    module = subprocess.run([sys.executable, "-m", "servelab.checks.preflight", "config/config.yaml"],
                             cwd=REPO, env=env, capture_output=True, text=True)
     assert module.returncode == 1 and "week12: needs lm_eval" in module.stdout
     workdir = make_workdir(tmp_path / "w")
@@ -98,7 +98,7 @@ def test_installed_engines_with_bytecode_raise_no_alarm():
     """The real set-up (pip compiles what it installs): nothing to say, also with
     PYTHONDONTWRITEBYTECODE=1; the engines' modules are looked up without importing them."""
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
-    proc = subprocess.run([sys.executable, "-m", "servelab.config.preflight", "config/config.yaml", "config/local.yaml"],
+    proc = subprocess.run([sys.executable, "-m", "servelab.checks.preflight", "config/config.yaml", "config/local.yaml"],
                           cwd=REPO, env=env, capture_output=True, text=True)
     assert "experiment(s) need a package" in proc.stdout
     assert "no bytecode" not in proc.stdout

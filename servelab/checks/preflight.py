@@ -61,11 +61,7 @@ def engine_env(config: dict, exp: dict) -> dict:
     return (config.get("engines", {}).get(exp["engine"]) or {}).get("env") or {}
 
 
-def importable(module: str, env: dict | None = None) -> bool:
-    return environment.importable(module, env)
-
-
-def missing(config: dict, names: list[str], has=importable) -> list[str]:
+def missing(config: dict, names: list[str], has=environment.importable) -> list[str]:
     """One line per experiment of `names` that needs a package `has` does not find where
     its engine's processes look (`has(module, env)`: the engine's PYTHONPATH first)."""
     lines = []
@@ -97,14 +93,7 @@ def uncompiled(module: str, env: dict | None = None) -> str | None:
     every process importing it compiles its source again. An engine start imports the engine
     in two processes or more: on a lent H100 box (an image with PYTHONDONTWRITEBYTECODE=1,
     wheels installed with --no-compile) importing vLLM took 30.0 s, and 21.9 s once compiled."""
-    import importlib.machinery
-    import importlib.util
-
-    try:
-        paths = environment.engine_paths(env)
-        spec = (paths and importlib.machinery.PathFinder.find_spec(module, paths)) or importlib.util.find_spec(module)
-    except (ImportError, ValueError):
-        return None
+    spec = environment.module_spec(module, env)
     if spec is None or not spec.origin or not spec.origin.endswith("__init__.py"):
         return None
     root = Path(spec.origin).parent
@@ -117,7 +106,7 @@ def uncompiled(module: str, env: dict | None = None) -> str | None:
             f"every process that imports it compiles it again; once: {sys.executable} -m compileall -q {root}")
 
 
-def slow_imports(config: dict, names: list[str], has=importable) -> list[str]:
+def slow_imports(config: dict, names: list[str], has=environment.importable) -> list[str]:
     """One line per needed, installed package that every engine process would compile again."""
     modules = {}
     for name in names:
@@ -137,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     import yaml
     from snakemake.utils import update_config
 
-    from servelab.config.checks import drop_nulled_sections
+    from servelab.checks.cross_checks import drop_nulled_sections
     from servelab.config.experiments import enabled_experiments
 
     parser = argparse.ArgumentParser(prog="servelab preflight", description=main.__doc__)

@@ -1,0 +1,7 @@
+"""The checks of a whole config before any job starts, at the top of the package: the
+cross-checks the JSON schema cannot express, with what the workflow reads off a checked
+config (cross_checks), every command a config implies parsed by the engines' own parsers
+(validate), and the packages an experiment needs that the environment lacks (preflight).
+They ask the stages below them, so no stage imports them: only the entry point
+(servelab/cli.py) and the workflow (its rule files and scripts)."""
+MAY_IMPORT = ("config", "fetch", "engines", "serve", "search", "analysis", "run")

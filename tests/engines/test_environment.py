@@ -44,15 +44,17 @@ def test_preflight_looks_where_the_experiments_engine_will(course_config, tmp_pa
     assert any(line.startswith("week15:") for line in preflight.missing(course_config, ["week15"]))
 
 
-def test_sglangs_client_runs_in_the_engines_environment(tmp_path):
-    # what the child process sees: the env given, not the job's (the lent box's vLLM target)
+def test_sglangs_client_runs_in_the_engines_environment_offline(tmp_path):
+    # what the child process sees: the env given, not the job's (the lent box's vLLM target),
+    # and the hub off (its retries on the served name cost 65-70 s a point on a lent H100)
     out = tmp_path / "bench.log"
     probe = tmp_path / "probe"
     probe.mkdir()
     (probe / "sglang").mkdir()
     (probe / "sglang" / "__init__.py").write_text("")
     (probe / "sglang" / "bench_serving.py").write_text(
-        "import os, sys, json; print(json.dumps({'pythonpath': os.environ.get('PYTHONPATH'), 'argv': sys.argv[1:]}))\n")
+        "import os, sys, json; print(json.dumps({'pythonpath': os.environ.get('PYTHONPATH'), "
+        "'offline': os.environ.get('HF_HUB_OFFLINE'), 'argv': sys.argv[1:]}))\n")
     SGLangBenchClient({"PYTHONPATH": str(probe), "PATH": "/usr/bin:/bin"}).run(["--num-prompts", "4"], out)
     seen = json.loads(out.read_text().splitlines()[-1])
-    assert seen == {"pythonpath": str(probe), "argv": ["--num-prompts", "4"]}
+    assert seen == {"pythonpath": str(probe), "offline": "1", "argv": ["--num-prompts", "4"]}

@@ -14,7 +14,8 @@ def load(paths: list[Path]) -> list[dict]:
 
 
 def summary(timings: list[dict], run_wall_s: float | None = None) -> str:
-    """Lines: sessions, wall, start-ups, client points, warm-ups and drift checks, and the
+    """Lines: sessions, wall, start-ups, client points (with what repeats after the first
+    cost: a repeat is a client point on the same engine, no new start), warm-ups and drift checks, and the
     ratio of wall time to start-ups + benchmark runs (1.00 = no overhead); with the run's
     own wall time, a last line for sessions side by side (`run_line`)."""
     if not timings:
@@ -25,13 +26,15 @@ def summary(timings: list[dict], run_wall_s: float | None = None) -> str:
 
     def line(name: str, group: list[dict]) -> str:
         total = {k: sum(t.get(k, 0.0) for t in group) for k in ("wall_s", "startup_s", "points_s", "warmup_s",
-                                                                  "drift_s")}
+                                                                  "drift_s", "repeats_s")}
         needed = needed_s(total)
         ratio = f"{total['wall_s'] / needed:.3f}" if needed else "-"
         shared = sum(1 for t in group if t.get("shared_engine"))
         on_shared = f" ({shared} on another session's engine)" if shared else ""
         return (f"  {name}: {len(group)} session(s){on_shared}, wall {total['wall_s']:.0f}s = start-ups "
-                f"{total['startup_s']:.0f}s + client points {total['points_s']:.0f}s + warm-ups "
+                f"{total['startup_s']:.0f}s + client points {total['points_s']:.0f}s"
+                + (f" (repeats after the first {total['repeats_s']:.0f}s)" if total["repeats_s"] else "")
+                + " + warm-ups "
                 f"{total['warmup_s']:.0f}s + drift checks {total['drift_s']:.0f}s + other; "
                 f"wall / (start-ups + benchmark runs) = {ratio}")
 

@@ -245,9 +245,10 @@ class Launch:
     gpu_wait_s: float = 0.0
     shared_from: dict | None = None   # on another experiment's engine: its experiment, point, session
     offline_reasons: dict = field(default_factory=dict)   # runner error -> the engine's own reason
-    # where the session's time went: server start-ups, warm-ups, client points (seconds)
+    # where the session's time went: server start-ups, warm-ups, client points (seconds), and
+    # of the points' seconds, those of repeats after the first (what `repeats` costs)
     timing: dict = field(default_factory=lambda: {"startup_s": 0.0, "warmup_s": 0.0, "points_s": 0.0,
-                                                  "drift_s": 0.0})
+                                                  "drift_s": 0.0, "repeats_s": 0.0})
 
     def point_name(self, knobs: dict, identity: dict | None = None) -> str:
         name = "lm_eval" if EVAL_KNOB in knobs else point_id(knobs_swept(knobs, self.spec))
@@ -498,6 +499,7 @@ def measure_points(launch: Launch, missing: list[tuple[str, dict, dict]], done: 
         launch.fleet.check_alive(f"during client point {name}")
         wall_s = time.monotonic() - started
         launch.timing["points_s"] += wall_s
+        launch.timing["repeats_s"] += wall_s if identity.get("repeat") else 0.0
         record = launch.record(key, identity, knobs, commands.shell_line(argv), wall_s,
                                {**memory.result(), "prefix_cache_reset": cache_reset,
                                 "counters": counters.result(), "outside": outside.result()})
@@ -738,6 +740,7 @@ def record_offline(point: tuple, outcome: dict, runner: Server, runner_cmd: list
                                                                         runner.log))
         return
     launch.timing["points_s"] += outcome["wall_s"]
+    launch.timing["repeats_s"] += outcome["wall_s"] if identity.get("repeat") else 0.0
     if warmed := offline_warmup(spec, knobs):   # inside the benchmark: it ran, or the point failed
         launch.warmup = {"num_prompts": warmed["num_warmups"], "completed": warmed["num_warmups"],
                          "by": "the benchmark's --num-warmups"}
@@ -853,6 +856,7 @@ def run(spec: SessionSpec, view_path: str | Path, retry_failed: bool = False,
             write_text(session_dir / "timing.json", json.dumps(timing))
             log(f"session wall {timing['wall_s']}s: start-up {timing['startup_s']}s, warm-up "
                 f"{timing['warmup_s']}s, client points {timing['points_s']}s"
+                + (f" (repeats after the first: {timing['repeats_s']}s)" if timing["repeats_s"] else "")
                 + (f"; its guests' points {guest_wall:.1f}s more" if hosted else ""))
     view = [store.load(key) for key, _, _ in points]
     write_text(view_path, json.dumps(view, indent=2, sort_keys=True, default=str))

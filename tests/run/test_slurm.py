@@ -55,7 +55,7 @@ def profile_for_test_cluster(workdir: Path, name: str, **changes) -> list[str]:
 OVERLAY = {
     "device": "gpu",  # ask SLURM for the (fake) GPUs, as on the real cluster
     "experiments": {
-        "week01": {"client": {"args": {"num_prompts": 12}, "grid": {"request_rate": [4, "inf"]}}},
+        "week01": {"repeats": 1, "client": {"args": {"num_prompts": 12}, "grid": {"request_rate": [4, "inf"]}}},
         "tp2": {
             "title": "two-GPU server point (the scheduler's view of TP=2)",
             "engine": "vllm", "model": "tiny_llama", "dataset": "tiny_sharegpt",

@@ -19,6 +19,16 @@ def test_summary_sums_sessions_and_gives_the_overhead_ratio():
     assert timing.summary([]) == ""
 
 
+def test_the_cost_of_repeats_is_stated_where_there_were_any():
+    sessions = [{"experiment": "week01", "wall_s": 200.0, "startup_s": 40.0, "points_s": 150.0, "warmup_s": 3.0,
+                 "drift_s": 0.0, "repeats_s": 100.0},
+                {"experiment": "week03", "wall_s": 50.0, "startup_s": 0.0, "points_s": 48.0}]
+    text = timing.summary(sessions)
+    assert "week01: 1 session(s), wall 200s = start-ups 40s + client points 150s (repeats after the first 100s)" in text
+    assert "week03: 1 session(s), wall 50s = start-ups 0s + client points 48s + warm-ups" in text
+    assert "all: 2 session(s), wall 250s = start-ups 40s + client points 198s (repeats after the first 100s)" in text
+
+
 def test_only_the_sessions_of_this_run_are_counted(tmp_path):
     old = tmp_path / "week01/store/sessions/base-1/timing.json"
     new = tmp_path / "week01/store/sessions/base-2/timing.json"

@@ -85,7 +85,12 @@ def test_local_week01_sweep_produces_plausible_table_and_figures(workdir, first_
         assert 0.8 * rate < by_rate.loc[rate, "achieved_rate_rps"] < 1.25 * rate
     # measured warm, each point after a prefix-cache reset, with its conditions as columns
     assert (table["warmup_prompts"] == 4).all() and table["prefix_cache_reset"].all()
-    assert (table["repeats"] == 1).all() and (table["outside_cpu_cores"] >= 0).all()
+    assert (table["outside_cpu_cores"] >= 0).all()
+    # measured 3 times (config/local.yaml): each row the repeats' mean with its 95 % interval,
+    # the repeats on the one engine, and what they cost in the session's timing line
+    assert (table["repeats"] == 3).all() and table["point_key"].str.count(";").eq(2).all()
+    for col in ("ttft_p50_ms", "itl_p50_ms", "output_throughput_tps"):
+        assert table[f"{col}_ci95"].notna().all() and (table[f"{col}_ci95"] >= 0).all(), col
     assert "warnings" in table.columns
     (warmup,) = (workdir / "results/week01/store/sessions").glob("base-*/warmup.json")
     assert json.loads(warmup.read_text())["completed"] == 4
@@ -95,6 +100,7 @@ def test_local_week01_sweep_produces_plausible_table_and_figures(workdir, first_
     # one server launch for the whole sweep, its log kept beside the results
     session_log = (workdir / "logs/week01/base.session.log").read_text()
     assert session_log.count("process(es) starting") == 1
+    assert "(repeats after the first: " in session_log
     (server_log,) = (workdir / "results/week01/store/sessions").glob("base-*/server.log")
     assert "Application startup complete" in server_log.read_text()
     # where the start-up went: the phases vLLM's log states and those its lines' times give
@@ -468,23 +474,24 @@ def test_engine_counters_and_the_drift_check_are_columns(workdir, first_run):
 
 
 def test_raising_repeats_measures_only_the_new_repeats_and_gives_intervals(workdir, first_run):
+    # the default measures the matrix 3 times (config/local.yaml); a fourth repeat
     args = with_overlay(workdir, "repeats.yaml", {"experiments": {"workload_matrix_cpu": {
-        "repeats": 2, "drift_check": False}}})
+        "repeats": 4, "drift_check": False}}})
     snakemake(workdir, *args)
     # the matrix shares week 1's engine: week 1's job started it and measured the 4 new repeats
     host = (workdir / "logs/week01/base.session.log").read_text()
-    assert "4 client point(s), 4 already measured, 0 to measure" in host
+    assert "12 client point(s), 12 already measured, 0 to measure" in host
     assert "on the same engine: workload_matrix_cpu/base (4 point(s))" in host
     log = (workdir / "logs/workload_matrix_cpu/base.session.log").read_text()
-    assert "8 client point(s), 8 already measured, 0 to measure" in log
+    assert "16 client point(s), 16 already measured, 0 to measure" in log
     table = pd.read_csv(workdir / "results/workload_matrix_cpu/metrics.csv")
-    assert len(table) == 4 and (table["repeats"] == 2).all()
+    assert len(table) == 4 and (table["repeats"] == 4).all()
     assert table["ttft_p50_ms_ci95"].notna().all() and table["output_throughput_tps_ci95"].notna().all()
-    assert table["point_key"].str.count(";").eq(1).all()     # each mean traces to both repeats' files
+    assert table["point_key"].str.count(";").eq(3).all()     # each mean traces to every repeat's files
     assert "Nothing to be done" in snakemake(workdir, *args, "-n").stdout
-    # back to one repeat: nothing is measured, the table is the first repeat's again
+    # back to the default's 3: nothing is measured, the table is the first 3 repeats' again
     snakemake(workdir, *LOCAL)
-    assert (pd.read_csv(workdir / "results/workload_matrix_cpu/metrics.csv")["repeats"] == 1).all()
+    assert (pd.read_csv(workdir / "results/workload_matrix_cpu/metrics.csv")["repeats"] == 3).all()
 
 
 def rules_to_run(workdir: Path, *args: str) -> dict[str, int]:
@@ -525,7 +532,7 @@ def test_adding_one_rate_measures_exactly_one_point(workdir, first_run):
     before = stored_records(workdir)
     raw_before = {k: (workdir / "results/week01/store" / k / "bench.json").stat().st_mtime_ns for k in before}
     args = with_overlay(workdir, "add_rate.yaml",
-                        {"experiments": {"week01": {"client": {"grid": {"request_rate": [1, 2, 4, 10, "inf"]}}}}})
+                        {"experiments": {"week01": {"repeats": 1, "client": {"grid": {"request_rate": [1, 2, 4, 10, "inf"]}}}}})
     dry = snakemake(workdir, *args, "-n")
     assert "rule session:" in dry.stdout
     snakemake(workdir, *args)
@@ -543,7 +550,7 @@ def test_adding_one_rate_measures_exactly_one_point(workdir, first_run):
 
 def test_server_killed_mid_sweep_fails_clearly_and_leaves_no_process(workdir, first_run):
     before = set(stored_records(workdir))
-    args = with_overlay(workdir, "kill.yaml", {"experiments": {"week01": {"client": {
+    args = with_overlay(workdir, "kill.yaml", {"experiments": {"week01": {"repeats": 1, "client": {
         "args": {"num_prompts": 15}, "grid": {"request_rate": ["inf", 1]}}}}})
     run = subprocess.Popen([sys.executable, "-m", "snakemake", *args], cwd=workdir,
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -566,7 +573,7 @@ def test_server_killed_mid_sweep_fails_clearly_and_leaves_no_process(workdir, fi
     assert [r["client_knobs"]["request_rate"] for r in new] == ["inf"]
     # a killed server is transient: a plain rerun, with two more rates configured, measures
     # what is missing and the table holds exactly the configured points
-    more = with_overlay(workdir, "kill_more.yaml", {"experiments": {"week01": {"client": {
+    more = with_overlay(workdir, "kill_more.yaml", {"experiments": {"week01": {"repeats": 1, "client": {
         "args": {"num_prompts": 15}, "grid": {"request_rate": ["inf", 1, 2, 4]}}}}})
     snakemake(workdir, *more)
     assert_table_matches_config(workdir, "week01", more)
@@ -576,7 +583,7 @@ def test_server_killed_mid_sweep_fails_clearly_and_leaves_no_process(workdir, fi
 
 def test_interrupted_snakemake_then_a_plain_rerun_completes_the_table(workdir, first_run):
     before = set(stored_records(workdir))
-    args = with_overlay(workdir, "interrupt.yaml", {"experiments": {"week01": {"client": {
+    args = with_overlay(workdir, "interrupt.yaml", {"experiments": {"week01": {"repeats": 1, "client": {
         "args": {"num_prompts": 12}, "grid": {"request_rate": ["inf", 3, 5]}}}}})
     # Ctrl-C in a terminal: SIGINT to Snakemake's whole process group (the server has its own)
     run = subprocess.Popen([sys.executable, "-m", "snakemake", *args], cwd=workdir, start_new_session=True,
@@ -621,7 +628,7 @@ def same_value(configured, got) -> bool:
 
 
 def test_restart_measures_cold_then_after_a_restart(workdir, first_run):
-    args = with_overlay(workdir, "restart.yaml", {"experiments": {"week01": {"client": {
+    args = with_overlay(workdir, "restart.yaml", {"experiments": {"week01": {"repeats": 1, "client": {
         "args": {"num_prompts": 10}, "grid": {"request_rate": ["inf"], "restart": [0, 1]}}}}})
     snakemake(workdir, *args)
     table = pd.read_csv(workdir / "results/week01/metrics.csv").set_index("restart")

@@ -11,7 +11,7 @@ from conftest import REPO
 from servelab.engines import commands
 from servelab.engines.registry import ENGINES
 from servelab.serve.server import Server, ServerError, free_port, group_processes
-from servelab.serve.session import engine_signs
+from servelab.serve.launch import engine_signs
 
 
 def kill_engine_core_once_up(server: Server, killed: dict, timeout_s: float = 300) -> None:

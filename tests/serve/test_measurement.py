@@ -3,22 +3,25 @@ each point's identity, the drift between the session's first point and its re-me
 import pytest
 
 from servelab.config.experiments import EVAL_KNOB
-from servelab.serve import session
+from servelab.serve.measurement import drift_of
+from servelab.serve.offline_session import offline_batches, offline_warmup
+from servelab.serve.point_identity import point_identity
+from servelab.serve.session_spec import SessionSpec
 from servelab.serve.store import identity_hash
 
 HW = {"cpu": "x", "cpu_features": ["avx2"], "gpus": []}
 
 
-def spec(**measurement) -> session.SessionSpec:
-    return session.SessionSpec(
+def spec(**measurement) -> SessionSpec:
+    return SessionSpec(
         experiment="week01", server_point="base", engine="vllm", model_path="/m", model_identity="tiny@1",
         dataset_name="sharegpt", dataset_path="/d", dataset_identity="d@1", server_knobs={},
         client_points=[{"request_rate": 1, "num_prompts": 4}, {EVAL_KNOB: {"tasks": ["gsm8k"]}}],
         store_dir="/tmp/s", measurement=measurement)
 
 
-def keys(s: session.SessionSpec, repeats: int) -> list[str]:
-    return [identity_hash(session.point_identity(s, knobs, "0.32", HW, r))
+def keys(s: SessionSpec, repeats: int) -> list[str]:
+    return [identity_hash(point_identity(s, knobs, "0.32", HW, r))
             for r in range(repeats) for knobs in s.client_points if not (r and EVAL_KNOB in knobs)]
 
 
@@ -29,22 +32,22 @@ def test_raising_repeats_adds_points_and_keeps_the_measured_ones():
 
 
 def test_warmup_and_cache_reset_are_part_of_a_points_identity():
-    default = session.point_identity(spec(), {"request_rate": 1}, "0.32", HW)
+    default = point_identity(spec(), {"request_rate": 1}, "0.32", HW)
     assert default["measurement"] == {"warmup_prompts": 8, "reset_prefix_cache": True}
-    cold = session.point_identity(spec(warmup_prompts=0), {"request_rate": 1}, "0.32", HW)
+    cold = point_identity(spec(warmup_prompts=0), {"request_rate": 1}, "0.32", HW)
     assert identity_hash(cold) != identity_hash(default)
-    offline = session.SessionSpec(**{**spec().__dict__, "kind": "offline", "tool": "latency"})
-    assert "measurement" not in session.point_identity(offline, {"batch_size": 1}, "0.32", HW)
-    assert session.offline_warmup(offline, {"batch_size": 1}) == {}   # latency warms itself
+    offline = SessionSpec(**{**spec().__dict__, "kind": "offline", "tool": "latency"})
+    assert "measurement" not in point_identity(offline, {"batch_size": 1}, "0.32", HW)
+    assert offline_warmup(offline, {"batch_size": 1}) == {}   # latency warms itself
     # an engine that offers no reset records none
-    hf = session.SessionSpec(**{**spec().__dict__, "engine": "transformers"})
+    hf = SessionSpec(**{**spec().__dict__, "engine": "transformers"})
     assert not hf.resets_prefix_cache
 
 
 def test_drift_is_the_relative_change_of_the_first_point():
     first = {"p50_ttft_ms": 100.0, "p50_itl_ms": 10.0, "output_throughput": 50.0}
     again = {"p50_ttft_ms": 120.0, "p50_itl_ms": 10.0, "output_throughput": 45.0}
-    assert session.drift_of(first, again) == pytest.approx(
+    assert drift_of(first, again) == pytest.approx(
         {"p50_ttft_ms": 0.2, "p50_itl_ms": 0.0, "output_throughput": -0.1})
 
 
@@ -52,20 +55,20 @@ def test_offline_throughput_points_warm_up_inside_the_benchmark():
     """`vllm bench throughput --num-warmups`: the point is warm whether it runs first on a new
     engine or after others on a shared one (servelab.engines.offline_plan)."""
     def throughput(**measurement):
-        return session.SessionSpec(**{**spec(**measurement).__dict__, "kind": "offline", "tool": "throughput"})
+        return SessionSpec(**{**spec(**measurement).__dict__, "kind": "offline", "tool": "throughput"})
 
-    assert session.offline_warmup(throughput(), {"num_prompts": 64}) == {"num_warmups": 8}
-    assert session.offline_warmup(throughput(), {"num_warmups": 2}) == {}        # the point's own wins
-    assert session.offline_warmup(throughput(warmup_prompts=0), {"num_prompts": 64}) == {}
-    warm = session.point_identity(throughput(), {"num_prompts": 64}, "0.32", HW)
-    cold = session.point_identity(throughput(warmup_prompts=0), {"num_prompts": 64}, "0.32", HW)
+    assert offline_warmup(throughput(), {"num_prompts": 64}) == {"num_warmups": 8}
+    assert offline_warmup(throughput(), {"num_warmups": 2}) == {}        # the point's own wins
+    assert offline_warmup(throughput(warmup_prompts=0), {"num_prompts": 64}) == {}
+    warm = point_identity(throughput(), {"num_prompts": 64}, "0.32", HW)
+    cold = point_identity(throughput(warmup_prompts=0), {"num_prompts": 64}, "0.32", HW)
     assert warm["measurement"] == {"warmup_prompts": 8} and "measurement" not in cold
 
 
 def test_offline_points_share_one_runner_unless_a_profiler_wraps_it():
     """nsys/ncu wrap a whole process: each point then keeps its own, so a report is one point's."""
     points = [("k1", {"batch_size": 1}, {}), ("k2", {"batch_size": 8}, {})]
-    offline = session.SessionSpec(**{**spec().__dict__, "kind": "offline", "tool": "latency"})
-    assert session.offline_batches(offline, points) == [points]
-    wrapped = session.SessionSpec(**{**offline.__dict__, "monitors": {"wrap": {"tool": "ncu", "args": {}}}})
-    assert session.offline_batches(wrapped, points) == [[points[0]], [points[1]]]
+    offline = SessionSpec(**{**spec().__dict__, "kind": "offline", "tool": "latency"})
+    assert offline_batches(offline, points) == [points]
+    wrapped = SessionSpec(**{**offline.__dict__, "monitors": {"wrap": {"tool": "ncu", "args": {}}}})
+    assert offline_batches(wrapped, points) == [[points[0]], [points[1]]]

@@ -128,23 +128,24 @@ MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1
 def test_multicast_off_reaches_every_process_of_a_p_d_pair(tmp_path, monkeypatch, engine):
     # a host that keeps NVLink multicast off says so in the job's environment: each role,
     # its router and a one-server point inherit it, whatever env the roles add
-    from servelab.serve import session
+    from servelab.serve import launch
+    from servelab.serve.session_spec import SessionSpec
 
     for name, value in MULTICAST_OFF.items():
         monkeypatch.setenv(name, value)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1,2")
-    spec = session.SessionSpec(
+    spec = SessionSpec(
         experiment="week16", server_point="base", engine=engine, model_path="/m", model_identity="x",
         dataset_name="random", dataset_path=None, dataset_identity="random", server_knobs={},
         client_points=[], store_dir=str(tmp_path), topology=PD if engine == "vllm" else {
             "kind": "pd", "prefill": {"args": {"disaggregation_mode": "prefill"}, "env": {"X": "1"}},
             "decode": {"args": {"disaggregation_mode": "decode"}}})
-    env = session.server_env(spec, str(tmp_path))
-    fleet, _ = session.launch_plan(spec, tmp_path, env)
+    env = launch.server_env(spec, str(tmp_path))
+    fleet, _ = launch.launch_plan(spec, tmp_path, env)
     assert len(fleet.servers) == 3
     for server in fleet.servers:
         assert {k: server.env[k] for k in MULTICAST_OFF} == MULTICAST_OFF, server.log.name
-    single, _ = session.launch_plan(session.SessionSpec(**{**spec.__dict__, "topology": None}), tmp_path, env)
+    single, _ = launch.launch_plan(SessionSpec(**{**spec.__dict__, "topology": None}), tmp_path, env)
     assert {k: single.servers[0].env[k] for k in MULTICAST_OFF} == MULTICAST_OFF
     # the engine's signs of death are watched on each engine process, not on the router
     assert all(s.fatal_lines for s in fleet.servers[:-1])

@@ -5,7 +5,9 @@ import os
 from servelab.checks import cross_checks
 from servelab.run.gpu_slots import JobGpus
 from servelab.run.joblog import tee_stderr
-from servelab.serve.session import SessionSpec, engine_cache_env, log, run
+from servelab.serve.launch import engine_cache_env, log
+from servelab.serve.session import run
+from servelab.serve.session_spec import SessionSpec
 
 
 def absolute(path):

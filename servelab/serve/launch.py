@@ -1,0 +1,241 @@
+"""What a session starts and its points share: the server's environment, the fleet of
+processes of the server point (launch_plan), the Launch (and its guests') state, and the
+job's GPUs (granted to a pre-started engine)."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from servelab.atomic import write_text
+from servelab.config.experiments import EVAL_KNOB, gpus_needed, point_id
+from servelab.engines import commands, environment, prestart
+from servelab.engines.registry import ENGINES
+from servelab.run import caches, provenance
+from servelab.run.gpu_slots import JobGpus
+from servelab.serve import failure, monitors, topology
+from servelab.serve.point_identity import knobs_swept, point_record
+from servelab.serve.server import Server, free_port
+from servelab.serve.session_spec import SessionSpec
+from servelab.serve.store import PointStore
+
+
+def log(msg: str) -> None:
+    print(f"[servelab {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+# Snakemake sets these to the job's thread count; vLLM's CPU backend binds its own
+# OpenMP threads per core, and an inherited OMP_NUM_THREADS oversubscribes that
+# core (measured: ITL p50 2.6 ms without, 134 ms with OMP_NUM_THREADS=2 on 2 cores).
+THREAD_COUNT_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+                     "GOTO_NUM_THREADS", "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS")
+
+
+def server_env(spec: SessionSpec, tmpdir: str) -> dict:
+    env = {k: v for k, v in os.environ.items() if k not in THREAD_COUNT_VARS}
+    env.update({k: str(v) for k, v in spec.env.items()})
+    env["TMPDIR"] = tmpdir
+    # the server runs `python -m servelab.engines.vllm_cli`: make the package importable
+    root = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+    return env
+
+
+def engine_cache_env(engine: str, cache_root: str | Path, env: dict | None = None) -> dict[str, str]:
+    """Engine caches under the workflow's cache directory, keyed by engine release, torch
+    and device (servelab.run.caches): a next start of a shape on the same stack skips its
+    compilation, and no other stack ever reads its entries."""
+    device = (provenance.gpu_models() or [provenance.cpu_model()])[0]
+    key = caches.stack_key(engine, environment.installed_version(ENGINES[engine].distributions, env),
+                           environment.installed_version(("torch",), env), device)
+    return caches.cache_env(cache_root, key)
+
+
+def new_session_dir(spec: SessionSpec) -> tuple[str, Path]:
+    """Where a session keeps its logs and commands, beside the points it measures."""
+    name = f"{spec.server_point}-{time.strftime('%Y%m%dT%H%M%S')}"
+    path = Path(spec.store_dir) / "sessions" / name
+    path.mkdir(parents=True, exist_ok=True)
+    return name, path
+
+
+class Fleet:
+    """The processes of one server point, front (what the client talks to) last:
+    started in order, healthy in order, all torn down on exit."""
+
+    def __init__(self, servers: list[Server], facts_from: Server):
+        self.servers = servers
+        self.front = servers[-1]
+        self.facts_from = facts_from
+        self.stack = contextlib.ExitStack()
+
+    def __enter__(self) -> "Fleet":
+        with self.stack:
+            for server in self.servers:
+                self.stack.enter_context(server)
+            self.stack = self.stack.pop_all()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stack.close()
+
+    def wait_healthy(self, timeout_s: float, progress) -> float:
+        for server in self.servers:
+            server.wait_healthy(timeout_s, progress)
+        return time.monotonic() - self.servers[0].started_at
+
+    def check_alive(self, during: str) -> None:
+        for server in self.servers:
+            server.check_alive(during if len(self.servers) == 1 else f"({server.log.stem}) {during}")
+
+
+def engine_signs(engine) -> dict:
+    """What tells a server that its engine died (servelab.serve.server.Server.engine_death)."""
+    return {"fatal_lines": engine.fatal_lines, "engine_processes": engine.engine_processes}
+
+
+def launch_plan(spec: SessionSpec, session_dir: Path, env: dict, gated: bool = False) -> tuple[Fleet, str]:
+    """The processes of the server point and the command lines to record; `gated`: its one
+    server is pre-started (servelab.engines.prestart), to be granted its GPUs (hold_gpus)."""
+    engine = ENGINES[spec.engine]
+    knobs = {**spec.server_knobs, **monitors.profiler_knobs(spec.monitors, session_dir)}
+    wrap = spec.monitors.get("wrap")
+    if not spec.topology:
+        port = free_port()
+        cmd = monitors.wrap_command(engine.serve_command(spec.model_path, port, knobs, spec.served_name),
+                                    wrap, session_dir)
+        server = Server(cmd, port, session_dir / "server.log", env=env, gated=gated, **engine_signs(engine))
+        return Fleet([server], server), commands.shell_line(cmd)
+    rs = topology.roles(knobs, spec.topology)
+    topology.assign_ports(spec.engine, rs, free_port)
+    devices = topology.split_devices(env.get("CUDA_VISIBLE_DEVICES"), [gpus_needed(r.knobs) for r in rs])
+    servers, lines = [], []
+    for role, visible in zip(rs, devices):
+        cmd = monitors.wrap_command(engine.serve_command(spec.model_path, role.port, role.knobs, spec.served_name),
+                                    wrap, session_dir)
+        role_env = {**env, **role.env, **({"CUDA_VISIBLE_DEVICES": visible} if visible else {})}
+        servers.append(Server(cmd, role.port, session_dir / f"{role.name}.log", env=role_env,
+                              **engine_signs(engine)))
+        lines.append(f"# {role.name}\n{commands.shell_line(cmd)}")
+    front_port = free_port()
+    router = topology.router_command(spec.engine, rs, front_port, spec.topology.get("router", {}).get("args", {}))
+    servers.append(Server(router, front_port, session_dir / "router.log", env=env))
+    lines.append(f"# router\n{commands.shell_line(router)}")
+    return Fleet(servers, facts_from=servers[1]), "\n".join(lines)
+
+
+@dataclass
+class Launch:
+    """What the points of one session share: the spec, the store, the machine, the
+    session's directory and, once started, the fleet and its start-up facts."""
+    spec: SessionSpec
+    store: PointStore
+    hardware: dict
+    session_name: str
+    session_dir: Path
+    tmpdir: str
+    env: dict
+    client: object = None
+    fleet: Fleet | None = None
+    serve_cmd: str = ""
+    startup_s: float | None = None
+    facts: dict = field(default_factory=dict)
+
+    @property
+    def engine(self):
+        return ENGINES[self.spec.engine]
+
+    warmup: dict | None = None
+    gpus: JobGpus | None = None   # claimed once its pre-started processes have imported (hold_gpus)
+    gpu_wait_s: float = 0.0
+    shared_from: dict | None = None   # on another experiment's engine: its experiment, point, session
+    offline_reasons: dict = field(default_factory=dict)   # runner error -> the engine's own reason
+    # where the session's time went: server start-ups, warm-ups, client points (seconds), and
+    # of the points' seconds, those of repeats after the first (what `repeats` costs)
+    timing: dict = field(default_factory=lambda: {"startup_s": 0.0, "warmup_s": 0.0, "points_s": 0.0,
+                                                  "drift_s": 0.0, "repeats_s": 0.0})
+
+    def point_name(self, knobs: dict, identity: dict | None = None) -> str:
+        name = "lm_eval" if EVAL_KNOB in knobs else point_id(knobs_swept(knobs, self.spec))
+        repeats = self.spec.setting("repeats")
+        repeat = (identity or {}).get("repeat", 0)
+        return f"{name} (repeat {repeat + 1}/{repeats})" if repeats > 1 and EVAL_KNOB not in knobs else name
+
+    def record(self, key: str, identity: dict, knobs: dict, client_command: str, wall_s: float | None,
+               extra: dict | None = None) -> dict:
+        return {**point_record(self.spec, key, identity, knobs, self.session_name, self.hardware,
+                               self.engine.distributions, self.serve_cmd, client_command, self.startup_s,
+                               wall_s, self.facts),
+                "repeat": identity.get("repeat", 0), "warmup": self.warmup,
+                **({"shared_engine": self.shared_from} if self.shared_from else {}), **(extra or {})}
+
+    def save_failure(self, point: tuple[str, dict, dict], failure: "failure.PointFailed") -> None:
+        key, knobs, identity = point
+        self.store.save(key, self.record(key, identity, knobs, "", None, {"failure": failure.as_record()}), {})
+        log(f"{self.point_name(knobs)}: FAILED ({failure.stage}) {failure.reason}")
+
+
+@dataclass
+class Guest:
+    """Another experiment's session on this session's engine (servelab.config.engine_groups):
+    its spec, store and missing points; its launch once it has one."""
+    spec: SessionSpec
+    store: PointStore
+    missing: list
+    launch: Launch | None = None
+    done: list = field(default_factory=list)
+    wall_s: float = 0.0
+
+
+def guest_launch(host: Launch, guest: Guest) -> Launch:
+    """The guest's side of the host's running engine: a session directory of its own in
+    its store (saying whose engine it used), its own temporary files and client name."""
+    if guest.launch is None:
+        name, path = new_session_dir(guest.spec)
+        tmp = Path(host.tmpdir) / f"guest-{guest.spec.experiment}-{guest.spec.server_point}"
+        tmp.mkdir()
+        shared = {"experiment": host.spec.experiment, "server_point": host.spec.server_point,
+                  "session": host.session_name}
+        write_text(path / "shared_engine.json", json.dumps({**shared, "session_dir": str(host.session_dir)}))
+        if host.serve_cmd:   # a server's (offline points record their own standalone command)
+            write_text(path / "command.txt", host.serve_cmd + "\n")
+        guest.launch = Launch(dataclasses.replace(guest.spec, served_as=host.spec.served_name), guest.store,
+                              host.hardware, name, path, str(tmp), host.env, client=host.client,
+                              fleet=host.fleet, serve_cmd=host.serve_cmd, startup_s=host.startup_s,
+                              facts=host.facts, shared_from=shared)
+    return guest.launch
+
+
+def prestarts(spec: SessionSpec, gpus: JobGpus | None) -> bool:
+    """Whether the session's engine starts before the job holds its GPUs
+    (servelab.engines.prestart): one vLLM process, no profiler wrapping it, on a machine
+    where the job claims its GPUs itself and has not yet."""
+    return bool(gpus is not None and gpus.deferrable and spec.engine == "vllm" and not spec.topology
+                and not spec.monitors.get("wrap"))
+
+
+def hold_gpus(launch: Launch, processes: list[Server]) -> None:
+    """A pre-started session's turn on its GPUs: at once where they are free (its start-up
+    then counts from its launch, imports included); else once its processes have imported,
+    waiting for the GPUs (its start-up then counts from the grant: the imports ran while
+    another job used them). Then its processes go on, on them."""
+    if launch.gpus is None:
+        return
+    if not launch.gpus.take_if_free():
+        for process in processes:
+            process.wait_for_line(prestart.IMPORTED)
+        waiting = time.monotonic()
+        launch.gpus.take()
+        launch.gpu_wait_s += time.monotonic() - waiting
+        log(f"waited {launch.gpu_wait_s:.1f}s for GPU(s) with the engine imported; "
+            f"its start-up counts from here")
+    devices = launch.gpus.take()
+    launch.env["CUDA_VISIBLE_DEVICES"] = ",".join(devices)
+    for process in processes:
+        process.grant(devices)

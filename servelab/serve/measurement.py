@@ -1,0 +1,164 @@
+"""How client points are measured against a running server: the warm-up at their shapes,
+the prefix cache reset before each, the benchmark or lm-eval client, and the drift check."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from pathlib import Path
+
+from servelab.atomic import write_text
+from servelab.config.experiments import EVAL_KNOB, bench_knobs
+from servelab.engines import commands, lm_eval_client
+from servelab.serve import conditions, failure
+from servelab.serve.launch import Launch, log, server_env
+from servelab.serve.peak_memory import PeakMemory
+from servelab.serve.server import log_tail
+
+
+def warm_up(launch: Launch, first: dict | None, out_dir: Path) -> dict | None:
+    """Requests at the shapes the session will measure (the first load point's workload,
+    all at once, another seed) before its first measured point, so that no point absorbs
+    the engine's cold start (kernel and graph caches, allocator). Kept in warmup.json."""
+    spec = launch.spec
+    if not spec.warmup_prompts or first is None:
+        return None
+    knobs = {**bench_knobs(first), "num_prompts": spec.warmup_prompts, "request_rate": "inf",
+             "seed": int(first.get("seed") or 0) + 1}
+    raw_dir = Path(launch.tmpdir) / "warmup"
+    raw_dir.mkdir(exist_ok=True)
+    started = time.monotonic()
+    argv = launch.engine.client_args(spec.model_path, spec.served_name, launch.fleet.front.port,
+                                     spec.dataset_name, spec.dataset_path, knobs, raw_dir)
+    try:
+        launch.client.run(argv, out_dir / "warmup.log")
+        result = launch.engine.read_result(raw_dir)
+    except Exception as exc:  # a point that fails will say why; the warm-up only notes it
+        launch.fleet.check_alive("during the warm-up")
+        log(f"warm-up failed ({type(exc).__name__}: {exc}); measuring anyway")
+        return {"num_prompts": spec.warmup_prompts, "failed": f"{type(exc).__name__}: {exc}"}
+    write_text(out_dir / "warmup.json", json.dumps(result, default=str))
+    warmup = {"num_prompts": spec.warmup_prompts, "completed": result.get("completed"),
+              "duration_s": round(time.monotonic() - started, 2)}
+    launch.timing["warmup_s"] += warmup["duration_s"]
+    log(f"warm-up: {warmup['completed']}/{spec.warmup_prompts} requests in {warmup['duration_s']}s")
+    return warmup
+
+
+def reset_cache(launch: Launch) -> bool | None:
+    if not launch.spec.resets_prefix_cache:
+        return None
+    # the engines hold the cache, not a router in front of them
+    servers = launch.fleet.servers[:-1] if len(launch.fleet.servers) > 1 else launch.fleet.servers
+    return conditions.reset_prefix_cache([s.base_url for s in servers], launch.engine.reset_cache_path)
+
+
+def measure_points(launch: Launch, missing: list[tuple[str, dict, dict]], done: list[str]) -> None:
+    """Each missing client point against the running fleet, saved as it completes
+    (its key then appended to `done`); a client's own error fails that point only."""
+    for n, (key, knobs, identity) in enumerate(missing, 1):
+        name = launch.point_name(knobs, identity)
+        raw_dir = Path(launch.tmpdir) / key
+        raw_dir.mkdir()
+        measure_point = run_eval if EVAL_KNOB in knobs else run_bench
+        cache_reset = reset_cache(launch)
+        started = time.monotonic()
+        pgids = [server.proc.pid for server in launch.fleet.servers]
+        try:
+            with PeakMemory(pgids, launch.env) as memory, \
+                    conditions.EngineCounters(launch.fleet.facts_from.base_url + "/metrics") as counters, \
+                    conditions.OutsideLoad(pgids, launch.env) as outside:
+                argv, result = measure_point(launch, knobs, raw_dir)
+        except failure.PointFailed as failed:
+            launch.save_failure((key, knobs, identity), failed)
+            done.append(key)
+            continue
+        launch.fleet.check_alive(f"during client point {name}")
+        wall_s = time.monotonic() - started
+        launch.timing["points_s"] += wall_s
+        launch.timing["repeats_s"] += wall_s if identity.get("repeat") else 0.0
+        record = launch.record(key, identity, knobs, commands.shell_line(argv), wall_s,
+                               {**memory.result(), "prefix_cache_reset": cache_reset,
+                                "counters": counters.result(), "outside": outside.result()})
+        (raw_dir / "result.json").write_text(json.dumps(result))
+        launch.store.save(key, record, {"bench.json": raw_dir / "result.json"})
+        done.append(key)
+        log(f"[{n}/{len(missing)}] {name}: measured in {wall_s:.1f}s")
+
+
+def check_drift(launch: Launch, group: list[tuple[str, dict, dict]], done: list[str]) -> None:
+    """The session's first load point measured again at its end: how far its numbers moved
+    while the session ran (thermal or clock changes, a cache filling, a neighbour). Every
+    point the session measured records it; the point itself is not stored twice."""
+    measured = [(key, knobs) for key, knobs, _ in group if key in done and EVAL_KNOB not in knobs]
+    if len(measured) < 2 or launch.store.load(measured[0][0]).get("failure"):
+        return
+    key, knobs = measured[0]
+    raw_dir = Path(launch.tmpdir) / "drift"
+    raw_dir.mkdir(exist_ok=True)
+    reset_cache(launch)
+    started = time.monotonic()
+    try:
+        _, again = run_bench(launch, knobs, raw_dir)
+    except failure.PointFailed as failed:
+        log(f"drift check: the first point failed when measured again ({failed.reason})")
+        return
+    finally:
+        launch.timing["drift_s"] += time.monotonic() - started
+    first = json.loads((launch.store.path(key) / "bench.json").read_text())
+    drift = {"point": launch.point_name(knobs), **drift_of(first, again)}
+    write_text(launch.session_dir / "drift.json", json.dumps({"first": first, "again": again}, default=str))
+    log(f"drift check ({drift['point']} measured again): " +
+        ", ".join(f"{k} {v:+.1%}" for k, v in drift.items() if isinstance(v, float)))
+    for done_key in done:
+        if launch.store.has(done_key):
+            launch.store.annotate(done_key, {"drift": drift})
+
+
+DRIFT_METRICS = ("p50_ttft_ms", "p50_itl_ms", "output_throughput")
+
+
+def drift_of(first: dict, again: dict) -> dict:
+    """Relative change of each drift metric, from the first measurement to the second."""
+    return {m: (again[m] - first[m]) / first[m] for m in DRIFT_METRICS
+            if isinstance(first.get(m), (int, float)) and isinstance(again.get(m), (int, float)) and first[m]}
+
+
+def run_bench(launch: Launch, knobs: dict, raw_dir: Path):
+    """One load point with the engine's benchmark client; its saved result in one
+    layout whatever the engine."""
+    spec, engine = launch.spec, launch.engine
+    # the torch profiler is started and stopped by the client around its run
+    client_knobs = {**bench_knobs(knobs), **({"profile": True} if "torch_profile" in spec.monitors else {})}
+    argv = engine.client_args(spec.model_path, spec.served_name, launch.fleet.front.port, spec.dataset_name,
+                              spec.dataset_path, client_knobs, raw_dir)
+    bench_log = launch.session_dir / "bench.log"
+    try:
+        launch.client.run(argv, bench_log)
+    except Exception as exc:
+        launch.fleet.check_alive(f"during client point {launch.point_name(knobs)}")
+        # the server is up: the client's own error (kept), e.g. a request the server rejects
+        raise failure.PointFailed("benchmark client", f"{type(exc).__name__}: {exc}", bench_log) from exc
+    return argv, engine.read_result(raw_dir)
+
+
+def run_eval(launch: Launch, knobs: dict, raw_dir: Path):
+    """lm-eval's tasks against the running server (week 12 accuracy)."""
+    spec = launch.spec
+    cmd = lm_eval_client.command(knobs[EVAL_KNOB], spec.served_name, launch.fleet.front.port, spec.model_path,
+                                 str(raw_dir), spec.eval_include_path)
+    log_path = launch.session_dir / "lm_eval.log"
+    log(f"lm-eval {','.join(knobs[EVAL_KNOB]['tasks'])} against the server (log {log_path})")
+    with open(log_path, "a") as out:
+        out.write(f"$ {commands.shell_line(cmd)}\n")
+        out.flush()
+        code = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, env=server_env(spec, launch.tmpdir),
+                              cwd=raw_dir).returncode
+    if code != 0:
+        launch.fleet.check_alive("during lm-eval")
+        if not failure.is_deterministic(code):
+            raise RuntimeError(f"lm-eval killed (exit code {code}); log: {log_path}\n{log_tail(log_path)}")
+        raise failure.PointFailed("lm-eval", failure.log_reason(log_path, f"lm-eval exited with code {code}"),
+                                  log_path, code)
+    return cmd, lm_eval_client.newest_results(raw_dir)

@@ -1,0 +1,151 @@
+"""An offline session's points (`vllm bench throughput|latency`, hf static batching), run by
+the engine's plan runner (servelab.engines.offline_plan) and stored as it reports each."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from pathlib import Path
+
+from servelab.config.experiments import bench_knobs, point_id
+from servelab.engines import commands, offline_plan
+from servelab.serve import conditions, failure, monitors, server_log
+from servelab.serve.launch import Guest, Launch, guest_launch, hold_gpus, log
+from servelab.serve.peak_memory import PeakMemory
+from servelab.serve.point_identity import knobs_swept
+from servelab.serve.server import Server, log_tail
+from servelab.serve.session_spec import SessionSpec
+
+
+def offline_batches(spec: SessionSpec, missing: list) -> list[list]:
+    """The runner processes of a session's offline points: one for all of them (an engine
+    per engine configuration), or one per point under a wrapping profiler (nsys, ncu),
+    whose report is then that point's alone."""
+    return [[m] for m in missing] if spec.monitors.get("wrap") else [missing]
+
+
+def measure_offline(launch: Launch, missing: list[tuple[str, dict, dict]], guests: list[Guest] = ()) -> None:
+    """The offline benchmark of every missing point (`vllm bench throughput|latency`,
+    servelab.engines.hf_static), then of its guests' missing points, run by the engine's
+    plan runner (servelab.engines.offline_plan): the engine is built once per engine
+    configuration, not once per point, and lives in the runner's process, run in its
+    own process group and torn down like a server. A point that raises fails alone
+    (kept); a runner that exits with an error fails the points it did not report; one
+    killed by a signal fails the job."""
+    spec, engine, session_dir = launch.spec, launch.engine, launch.session_dir
+    engine_knobs = {**spec.server_knobs, **monitors.profiler_knobs(spec.monitors, session_dir)}
+    # (the launch it belongs to, the point) in plan order; a guest's on the host's engine after the host's
+    owned = [[(launch, m) for m in batch] for batch in offline_batches(spec, missing)] or [[]]
+    owned[-1] += [(guest_launch(launch, g), m) for g in guests for m in g.missing]
+    total = sum(len(batch) for batch in owned)
+    done = 0
+    for b, batch in enumerate(owned):
+        points: dict[str, tuple] = {}
+        for n, (owner, (key, knobs, identity)) in enumerate(batch):
+            raw = Path(owner.tmpdir) / f"{key}.json"
+            client_knobs = {**offline_warmup(owner.spec, knobs), **bench_knobs(knobs),
+                            **({"profile": True} if "torch_profile" in spec.monitors else {})}
+            args = (spec.tool, spec.model_path, engine_knobs, client_knobs, owner.spec.dataset_name,
+                    owner.spec.dataset_path, str(raw))
+            # a plan's keys are unique: two experiments may measure the same point
+            plan_key = key if owner is launch else f"{key}-{owner.spec.experiment}-{n}"
+            points[plan_key] = (owner, key, knobs, identity, raw, engine.offline_args(*args),
+                                engine.offline_command(*args))
+        tag = "" if len(owned) == 1 else "-" + offline_file_name(batch[0][1][1], batch[0][1][2], spec)
+        plan, status = Path(launch.tmpdir) / f"plan{b}.json", Path(launch.tmpdir) / f"status{b}.jsonl"
+        offline_plan.write_plan(plan, [(plan_key, p[5]) for plan_key, p in points.items()])
+        cmd = monitors.wrap_command(engine.offline_plan_command(spec.tool, str(plan), str(status)),
+                                    spec.monitors.get("wrap"), session_dir)
+        runner = Server(cmd, 0, session_dir / f"{spec.tool}{tag}.log", env=launch.env,
+                        gated=launch.gpus is not None)
+        gpu = (monitors.GpuMonitor(session_dir / f"gpu{tag}.csv", spec.monitors["gpu"].get("interval_ms", 500))
+               if "gpu" in spec.monitors else contextlib.nullcontext())
+        reported: set[str] = set()
+        # load from outside over each point (from the last report to this one; the first
+        # point's window holds the engine start): jobs beside it on the host slow it too
+        with runner:
+            hold_gpus(launch, [runner])   # a pre-started runner's turn on the GPU
+            with gpu, PeakMemory([runner.proc.pid], launch.env) as memory, \
+                    conditions.OutsideLoad([runner.proc.pid], launch.env) as outside:
+                log(f"{len(points)} point(s) in one {spec.engine} {spec.tool} process (log {runner.log})")
+                while True:
+                    code = runner.proc.poll()   # before reading: all it wrote before exiting is read
+                    for outcome in offline_plan.read_status(status):
+                        if outcome["key"] not in reported:
+                            reported.add(outcome["key"])
+                            done += 1
+                            record_offline(points[outcome["key"]], outcome, runner, cmd,
+                                           {**memory.result(), "outside": outside.lap()}, f"[{done}/{total}]")
+                            memory.reset()
+                    # all reported: stop it now (a profiler wrapping it must see it exit on its own)
+                    if code is not None or (len(reported) == len(points) and not spec.monitors.get("wrap")):
+                        break
+                    time.sleep(0.5)
+        unreported = [plan_key for plan_key in points if plan_key not in reported]
+        if unreported:
+            message = f"{spec.engine} {spec.tool} exited with code {code} before {len(unreported)} point(s); " \
+                      f"log: {runner.log}"
+            if not failure.is_deterministic(code):
+                raise RuntimeError(f"{message}\n{log_tail(runner.log)}")
+            for plan_key in unreported:
+                owner, key, knobs, identity = points[plan_key][:4]
+                owner.save_failure((key, knobs, identity), failure.PointFailed(
+                    f"{spec.tool} benchmark", failure.log_reason(runner.log, message), runner.log, code))
+
+
+def offline_reason(log_path: Path, key: str, error: str, seen: dict[str, str]) -> str:
+    """The engine's own reason for a failed point, from the point's part of the runner's log
+    (its engine's processes log the root cause there, not in the exception). A point whose
+    engine configuration already failed to start gets that first point's reason."""
+    if error in seen:
+        return seen[error]
+    text = log_tail(log_path, lines=100_000)
+    part = text[text.find(f"{offline_plan.POINT_MARK}{key}"):] if f"{offline_plan.POINT_MARK}{key}" in text else ""
+    seen[error] = failure.engine_reason(part) or error
+    return seen[error]
+
+
+def offline_warmup(spec: SessionSpec, knobs: dict) -> dict:
+    """The benchmark's own warm-up of an offline point (unless the point sets it): a point
+    then measures a warm engine whether it runs first on a new engine or after others."""
+    if spec.tool == "throughput" and spec.warmup_prompts and "num_warmups" not in knobs:
+        return {"num_warmups": spec.warmup_prompts}
+    return {}
+
+
+def offline_file_name(knobs: dict, identity: dict, spec: SessionSpec) -> str:
+    return point_id(knobs_swept(knobs, spec)) + (f"-repeat{identity['repeat']}" if "repeat" in identity else "")
+
+
+def record_offline(point: tuple, outcome: dict, runner: Server, runner_cmd: list[str], measured: dict,
+                   progress: str) -> None:
+    """Store one point the runner reported, in the store of the session it belongs to: its
+    engine start (when it paid one) is that session's start-up time, its benchmark the
+    point's time; `measured`: its peak memory and the load from outside over it."""
+    launch, key, knobs, identity, raw, _, standalone = point
+    spec = launch.spec
+    engine_start_s = outcome.get("engine_start_s", 0.0)
+    if engine_start_s:
+        launch.startup_s = engine_start_s
+        launch.timing["startup_s"] += engine_start_s
+    launch.facts = server_log.read_facts(runner.log)
+    launch.serve_cmd = commands.shell_line(standalone)   # what reproduces this point on its own
+    name = launch.point_name(knobs, identity)
+    extra = {"offline_runner": {"command": commands.shell_line(runner_cmd), "engine_start_s": engine_start_s,
+                                "engine_reused": not engine_start_s}}
+    if "error" in outcome or not raw.exists():
+        reason = offline_reason(runner.log, outcome["key"], outcome.get("error") or f"{spec.tool} wrote no result",
+                                launch.offline_reasons)
+        launch.save_failure((key, knobs, identity), failure.PointFailed(f"{spec.tool} benchmark", reason,
+                                                                        runner.log))
+        return
+    launch.timing["points_s"] += outcome["wall_s"]
+    launch.timing["repeats_s"] += outcome["wall_s"] if identity.get("repeat") else 0.0
+    if warmed := offline_warmup(spec, knobs):   # inside the benchmark: it ran, or the point failed
+        launch.warmup = {"num_prompts": warmed["num_warmups"], "completed": warmed["num_warmups"],
+                         "by": "the benchmark's --num-warmups"}
+    record = launch.record(key, identity, knobs, "", outcome["wall_s"], {**measured, **extra})
+    launch.store.save(key, record, {"bench.json": raw})
+    owner = f"{spec.experiment}/" if launch.shared_from else ""
+    log(f"{progress} {owner}{name}: measured in {outcome['wall_s']:.1f}s"
+        + (f" (engine start {engine_start_s:.1f}s)" if engine_start_s else " (engine reused)"))

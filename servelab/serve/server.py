@@ -202,6 +202,9 @@ class Server:
         if self.proc is None:
             return
         pgid = self.proc.pid  # leader of its own session: pgid == pid
+        # every server, watched or not: what it started, also in a session of its own (a
+        # router's workers), while its parents still tie it to the group
+        self.descendants.update({pid: start_time(pid) for pid in group_processes(pgid)})
         if signal_group(pgid, signal.SIGTERM):
             deadline = time.monotonic() + self.grace_seconds
             while time.monotonic() < deadline and group_alive(pgid):

@@ -127,6 +127,18 @@ def test_an_engine_that_says_it_died_fails_in_seconds_not_at_the_timeout(tmp_pat
     assert not Path(f"/proc/{child}").exists() or "Z" in Path(f"/proc/{child}/stat").read_text().split()[2]
 
 
+def test_a_child_that_left_the_group_is_stopped_with_any_server(tmp_path):
+    # a plain server (no engine signs watched: a proxy, a router) whose child started a
+    # session of its own, as a router's workers do
+    server = standin(tmp_path, "--detached-child")
+    with server:
+        server.wait_healthy(60)
+        pgid = server.proc.pid
+    assert not group_alive(pgid)
+    child = int(next(l for l in server.log.read_text().splitlines() if "child pid" in l).split()[-1])
+    assert not Path(f"/proc/{child}").exists() or "Z" in Path(f"/proc/{child}/stat").read_text().split()[2]
+
+
 def test_an_engine_process_gone_is_a_dead_engine_while_its_front_lives(tmp_path):
     server = engine_standin(tmp_path, "--delay", "600", "--engine-title", "VLLM::EngineCore_DP0",
                             "--child-dies-after", "1.5")

@@ -49,7 +49,9 @@ def aggregate(rows: list[dict]) -> dict:
     first["repeats"] = len(rows)
     if len(rows) == 1:
         return first
-    for column in {c for row in rows for c in row if is_measured(c)}:
+    # in the order the rows name them: a table's columns are the same in every run (a set's
+    # order changes with each process's string hashing, and the archive compares tables)
+    for column in dict.fromkeys(c for row in rows for c in row if is_measured(c)):
         values = [v for row in rows if (v := number(row.get(column))) is not None]
         if values:
             first[column], first[f"{column}_ci95"] = mean_ci95(values)

@@ -1,0 +1,31 @@
+"""Repeats of a point as one row: means, intervals, and the same columns in every run."""
+import json
+import os
+import subprocess
+import sys
+
+from conftest import REPO
+
+from servelab.analysis import repeats
+
+ROWS = [{"server_point": "base", "repeat": r, "valid": True, "ttft_p50_ms": 10.0 + r, "itl_p50_ms": 5.0,
+         "output_throughput_tps": 100.0 - r, "e2el_p99_ms": 50.0 + 2 * r, "request_throughput_rps": 2.0,
+         "point_key": f"k{r}"} for r in range(3)]
+
+
+def test_repeats_are_one_row_of_means_with_intervals():
+    row = repeats.aggregate(ROWS)
+    assert row["repeats"] == 3 and row["ttft_p50_ms"] == 11.0 and row["itl_p50_ms_ci95"] == 0.0
+    # t(2) = 4.303 x stdev 1 / sqrt(3)
+    assert abs(row["ttft_p50_ms_ci95"] - 4.303 / 3 ** 0.5) < 1e-9
+    assert row["point_key"] == "k0;k1;k2"
+
+
+def test_the_columns_come_in_the_same_order_in_every_process():
+    # what a rebuilt table is compared with: the archived one, written by another process
+    code = ("import json, sys; from servelab.analysis import repeats; "
+            "print(json.dumps(list(repeats.aggregate(json.loads(sys.argv[1])))))")
+    orders = {subprocess.run([sys.executable, "-c", code, json.dumps(ROWS)], capture_output=True, text=True,
+                             check=True, env={**os.environ, "PYTHONPATH": str(REPO), "PYTHONHASHSEED": seed}
+                             ).stdout for seed in ("1", "2", "3", "4")}
+    assert len(orders) == 1, orders

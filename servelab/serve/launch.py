@@ -161,6 +161,11 @@ class Launch:
     timing: dict = field(default_factory=lambda: {"startup_s": 0.0, "warmup_s": 0.0, "points_s": 0.0,
                                                   "drift_s": 0.0, "repeats_s": 0.0})
 
+    def count_point(self, wall_s: float, identity: dict) -> None:
+        """A measured point's seconds, and among them a repeat's after the first."""
+        self.timing["points_s"] += wall_s
+        self.timing["repeats_s"] += wall_s if identity.get("repeat") else 0.0
+
     def point_name(self, knobs: dict, identity: dict | None = None) -> str:
         name = "lm_eval" if EVAL_KNOB in knobs else point_id(knobs_swept(knobs, self.spec))
         repeats = self.spec.setting("repeats")

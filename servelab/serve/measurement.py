@@ -76,8 +76,7 @@ def measure_points(launch: Launch, missing: list[tuple[str, dict, dict]], done: 
             continue
         launch.fleet.check_alive(f"during client point {name}")
         wall_s = time.monotonic() - started
-        launch.timing["points_s"] += wall_s
-        launch.timing["repeats_s"] += wall_s if identity.get("repeat") else 0.0
+        launch.count_point(wall_s, identity)
         record = launch.record(key, identity, knobs, commands.shell_line(argv), wall_s,
                                {**memory.result(), "prefix_cache_reset": cache_reset,
                                 "counters": counters.result(), "outside": outside.result()})

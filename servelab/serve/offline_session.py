@@ -139,8 +139,7 @@ def record_offline(point: tuple, outcome: dict, runner: Server, runner_cmd: list
         launch.save_failure((key, knobs, identity), failure.PointFailed(f"{spec.tool} benchmark", reason,
                                                                         runner.log))
         return
-    launch.timing["points_s"] += outcome["wall_s"]
-    launch.timing["repeats_s"] += outcome["wall_s"] if identity.get("repeat") else 0.0
+    launch.count_point(outcome["wall_s"], identity)
     if warmed := offline_warmup(spec, knobs):   # inside the benchmark: it ran, or the point failed
         launch.warmup = {"num_prompts": warmed["num_warmups"], "completed": warmed["num_warmups"],
                          "by": "the benchmark's --num-warmups"}

@@ -117,22 +117,13 @@ class SGLangParsers:
 
         from sglang.srt.server_args import ServerArgs
 
-        from sglang_router.router_args import RouterArgs
-
         parser = argparse.ArgumentParser(prog="sglang.launch_server")
         ServerArgs.add_cli_args(parser)
-        # sglang_router.launch_server's parser: the server's options and the router's, router_-prefixed
-        with_router = argparse.ArgumentParser(prog="sglang_router.launch_server")
-        ServerArgs.add_cli_args(with_router)
-        RouterArgs.add_cli_args(with_router, use_router_prefix=True, exclude_host_port=True)
-        with_router.add_argument("--router-dp-worker-base-port", type=int)
-        self.parsers = {"sglang.launch_server": parser.parse_args,
-                        "sglang_router.launch_server": with_router.parse_args}
+        self.parse_server = parser.parse_args
         self.client_options: set[str] | None = None
 
     def serve(self, cmd: list[str]):
-        module = cmd[cmd.index("-m") + 1]
-        return self.parsers[module](cmd[cmd.index(module) + 1:])
+        return self.parse_server(cmd[cmd.index("sglang.launch_server") + 1:])
 
     def router(self, argv: list[str]):
         from sglang_router.launch_router import parse_router_args
@@ -228,14 +219,12 @@ def launch_commands(exp: dict, knobs: dict, served_name: str) -> list[tuple[str,
     from servelab.engines.registry import ENGINES
 
     engine = ENGINES[exp["engine"]]
-    if not exp.get("topology"):
-        return [("server", engine.serve_command("MODEL", 8000, knobs, served_name))]
     ports = count(9000)
-    rs = topology.roles(knobs, exp["topology"])
-    topology.assign_ports(exp["engine"], rs, lambda: next(ports))
-    out = [(r.name, engine.serve_command("MODEL", r.port, r.knobs, served_name)) for r in rs]
-    router_args = exp["topology"].get("router", {}).get("args", {})
-    return out + [("router", topology.router_command(exp["engine"], rs, next(ports), router_args))]
+    plan = topology.fleet_roles(exp["engine"], knobs, exp.get("topology"), lambda: next(ports))
+    if plan is None:
+        return [("server", engine.serve_command("MODEL", 8000, knobs, served_name))]
+    rs, _, router = plan
+    return [(r.name, engine.serve_command("MODEL", r.port, r.knobs, served_name)) for r in rs] + [("router", router)]
 
 
 class LMEvalParsers:

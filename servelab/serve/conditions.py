@@ -129,12 +129,14 @@ def scrape(url: str) -> str:
 
 class EngineCounters:
     """Context manager around one point: /metrics before and after, the KV-cache usage
-    sampled every `interval_s` between; `result()` the point's columns."""
+    sampled every `interval_s` between; `result()` the point's columns. Several URLs
+    (data-parallel replicas): their counters summed, the peak usage the largest."""
 
     # each scrape has the API server render /metrics, CPU taken from the engine on a small
     # box: sample sparsely (the before and after scrapes hold the counters exactly)
-    def __init__(self, metrics_url: str | None, interval_s: float = 2.0):
-        self.url, self.interval_s = metrics_url, interval_s
+    def __init__(self, metrics_urls: str | list[str] | None, interval_s: float = 2.0):
+        self.urls = [metrics_urls] if isinstance(metrics_urls, str) else list(metrics_urls or [])
+        self.interval_s = interval_s
         self.before: dict[str, float] = {}
         self.after: dict[str, float] = {}
         self.peak_kv: float | None = None
@@ -142,7 +144,7 @@ class EngineCounters:
         self.thread = threading.Thread(target=self.loop, daemon=True)
 
     def sample(self) -> str:
-        text = scrape(self.url)
+        text = "\n".join(scrape(url) for url in self.urls)
         if (usage := kv_usage(text)) is not None:
             self.peak_kv = max(self.peak_kv or 0.0, usage)
         return text
@@ -152,13 +154,13 @@ class EngineCounters:
             self.sample()
 
     def __enter__(self) -> "EngineCounters":
-        if self.url:
+        if self.urls:
             self.before = counter_totals(self.sample())
             self.thread.start()
         return self
 
     def __exit__(self, *exc) -> None:
-        if self.url:
+        if self.urls:
             self.stop_event.set()
             self.thread.join(timeout=10)
             self.after = counter_totals(self.sample())

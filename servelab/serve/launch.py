@@ -69,10 +69,11 @@ class Fleet:
     """The processes of one server point, front (what the client talks to) last:
     started in order, healthy in order, all torn down on exit."""
 
-    def __init__(self, servers: list[Server], facts_from: Server):
+    def __init__(self, servers: list[Server], facts_from: Server, counted: list[Server] | None = None):
         self.servers = servers
         self.front = servers[-1]
         self.facts_from = facts_from
+        self.counted = counted or [facts_from]   # whose /metrics counters a point sums
         self.stack = contextlib.ExitStack()
 
     def __enter__(self) -> "Fleet":
@@ -106,14 +107,14 @@ def launch_plan(spec: SessionSpec, session_dir: Path, env: dict, gated: bool = F
     engine = ENGINES[spec.engine]
     knobs = {**spec.server_knobs, **monitors.profiler_knobs(spec.monitors, session_dir)}
     wrap = spec.monitors.get("wrap")
-    if not spec.topology:
+    plan = topology.fleet_roles(spec.engine, knobs, spec.topology, free_port)
+    if plan is None:
         port = free_port()
         cmd = monitors.wrap_command(engine.serve_command(spec.model_path, port, knobs, spec.served_name),
                                     wrap, session_dir)
         server = Server(cmd, port, session_dir / "server.log", env=env, gated=gated, **engine_signs(engine))
         return Fleet([server], server), commands.shell_line(cmd)
-    rs = topology.roles(knobs, spec.topology)
-    topology.assign_ports(spec.engine, rs, free_port)
+    rs, front_port, router = plan
     devices = topology.split_devices(env.get("CUDA_VISIBLE_DEVICES"), [gpus_needed(r.knobs) for r in rs])
     servers, lines = [], []
     for role, visible in zip(rs, devices):
@@ -123,11 +124,13 @@ def launch_plan(spec: SessionSpec, session_dir: Path, env: dict, gated: bool = F
         servers.append(Server(cmd, role.port, session_dir / f"{role.name}.log", env=role_env,
                               **engine_signs(engine)))
         lines.append(f"# {role.name}\n{commands.shell_line(cmd)}")
-    front_port = free_port()
-    router = topology.router_command(spec.engine, rs, front_port, spec.topology.get("router", {}).get("args", {}))
     servers.append(Server(router, front_port, session_dir / "router.log", env=env))
     lines.append(f"# router\n{commands.shell_line(router)}")
-    return Fleet(servers, facts_from=servers[1]), "\n".join(lines)
+    # facts (KV capacity, weights) and counters from the decode server of a P/D pair;
+    # facts from the first replica, counters summed over the replicas
+    if spec.topology:
+        return Fleet(servers, facts_from=servers[1]), "\n".join(lines)
+    return Fleet(servers, facts_from=servers[0], counted=servers[:-1]), "\n".join(lines)
 
 
 @dataclass

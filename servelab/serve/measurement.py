@@ -67,7 +67,7 @@ def measure_points(launch: Launch, missing: list[tuple[str, dict, dict]], done: 
         pgids = [server.proc.pid for server in launch.fleet.servers]
         try:
             with PeakMemory(pgids, launch.env) as memory, \
-                    conditions.EngineCounters(launch.fleet.facts_from.base_url + "/metrics") as counters, \
+                    conditions.EngineCounters([s.base_url + "/metrics" for s in launch.fleet.counted]) as counters, \
                     conditions.OutsideLoad(pgids, launch.env) as outside:
                 argv, result = measure_point(launch, knobs, raw_dir)
         except failure.PointFailed as failed:

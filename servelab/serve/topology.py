@@ -1,4 +1,5 @@
-"""Multi-process server points: a prefill/decode pair behind a router (week 16).
+"""Multi-process server points: a prefill/decode pair behind a router (week 16), and
+data-parallel replicas behind SGLang's router (week 9).
 
 An experiment's `topology: {kind: pd, prefill, decode, router}` turns one server
 point into three processes: a prefill server and a decode server (the point's
@@ -9,6 +10,13 @@ process the client talks to:
 Ports the roles need (HTTP, NIXL side channel, SGLang bootstrap) are picked
 free at launch, so two sessions on one node do not collide. On a GPU node the
 job's devices are split between the roles in order.
+
+SGLang's `dp_size` with `router_*` knobs means what `sglang_router.launch_server`
+does in one command: `dp_size` servers behind its router (`--router-policy` ->
+the router's `--policy`). servelab launches them itself: sglang-router 0.3.2's
+launch_server imports `sglang.srt.utils.is_port_available`, which SGLang 0.5.17
+no longer has (a lent H100, 2026-11-26), and one process per replica lets each
+replica's death be seen on its own.
 """
 
 from __future__ import annotations
@@ -19,6 +27,8 @@ from dataclasses import dataclass, field
 from servelab.config.experiments import gpus_needed
 
 ROLES = ("prefill", "decode")
+ROUTER_PREFIX = "router_"
+DP_KNOBS = ("dp_size", "dp")
 
 
 @dataclass
@@ -34,8 +44,37 @@ def roles(server_knobs: dict, topology: dict) -> list[Role]:
                  {k: str(v) for k, v in topology.get(name, {}).get("env", {}).items()}) for name in ROLES]
 
 
+def replicas(engine: str, knobs: dict) -> tuple[list[Role], dict] | None:
+    """The data-parallel replicas and router args of an SGLang point with router_* knobs;
+    None for any other point."""
+    if engine != "sglang" or not any(k.startswith(ROUTER_PREFIX) for k in knobs):
+        return None
+    count = next((int(knobs[k]) for k in DP_KNOBS if knobs.get(k) is not None), 1)
+    worker = {k: v for k, v in knobs.items() if not k.startswith(ROUTER_PREFIX) and k not in DP_KNOBS}
+    router = {k[len(ROUTER_PREFIX):]: v for k, v in knobs.items() if k.startswith(ROUTER_PREFIX)}
+    return [Role(f"replica{i}", dict(worker)) for i in range(count)], router
+
+
+def fleet_roles(engine: str, knobs: dict, topology: dict | None, free_port) -> tuple[list[Role], int, list[str]] | None:
+    """The engine servers of a multi-process point (ports assigned), the router's port and
+    command; None for a point served by one process."""
+    if topology:
+        rs = roles(knobs, topology)
+        assign_ports(engine, rs, free_port)
+        port = free_port()
+        return rs, port, router_command(engine, rs, port, topology.get("router", {}).get("args", {}), free_port)
+    if data_parallel := replicas(engine, knobs):
+        rs, router_args = data_parallel
+        for role in rs:
+            role.port = free_port()
+        port = free_port()
+        return rs, port, replica_router_command(rs, port, router_args, free_port)
+    return None
+
+
 def topology_gpus(server_knobs: dict, topology: dict | None) -> int:
-    """GPUs a server point needs: one server's, or the sum over the P/D roles."""
+    """GPUs a server point needs: one server's (data-parallel replicas included), or the
+    sum over the P/D roles."""
     if not topology:
         return gpus_needed(server_knobs)
     return sum(gpus_needed(role.knobs) for role in roles(server_knobs, topology))
@@ -65,7 +104,7 @@ def assign_ports(engine: str, rs: list[Role], free_port) -> None:
             role.knobs.setdefault("disaggregation_bootstrap_port", free_port())
 
 
-def router_command(engine: str, rs: list[Role], port: int, router_args: dict) -> list[str]:
+def router_command(engine: str, rs: list[Role], port: int, router_args: dict, free_port) -> list[str]:
     from servelab.engines.commands import to_flags
 
     prefill, decode = rs
@@ -76,4 +115,18 @@ def router_command(engine: str, rs: list[Role], port: int, router_args: dict) ->
     return [sys.executable, "-m", "sglang_router.launch_router", "--pd-disaggregation",
             "--prefill", f"http://127.0.0.1:{prefill.port}", str(prefill.knobs["disaggregation_bootstrap_port"]),
             "--decode", f"http://127.0.0.1:{decode.port}", "--host", "127.0.0.1", "--port", str(port),
-            *to_flags(router_args, false_flags=False)]
+            *to_flags({**sglang_router_defaults(free_port), **router_args}, false_flags=False)]
+
+
+def replica_router_command(rs: list[Role], port: int, router_args: dict, free_port) -> list[str]:
+    from servelab.engines.commands import to_flags
+
+    return [sys.executable, "-m", "sglang_router.launch_router",
+            "--worker-urls", *(f"http://127.0.0.1:{r.port}" for r in rs), "--host", "127.0.0.1", "--port", str(port),
+            *to_flags({**sglang_router_defaults(free_port), **router_args}, false_flags=False)]
+
+
+def sglang_router_defaults(free_port) -> dict:
+    # its Prometheus exporter binds 29000 by default (a second router on the node would
+    # collide); it looks at the workers every 30 s by default, 30 s a start could wait
+    return {"prometheus_port": free_port(), "worker_startup_check_interval": 1}

@@ -24,13 +24,11 @@ def test_server_command_maps_knobs_to_sglang_flags(course_config, parsers):
     off = parsers.serve(parsers.server_argv(engine.serve_command("M", 30000, points["disable_radix_cache=true"], "s")))
     on = parsers.serve(parsers.server_argv(engine.serve_command("M", 30000, points["disable_radix_cache=false"], "s")))
     assert off.disable_radix_cache is True and on.disable_radix_cache is False
-    # router_* knobs: sglang_router.launch_server, DP workers behind the router, one command
+    # router_* knobs are the router's (servelab.serve.topology.replicas), not a server's
     dp = server_points(course_config["experiments"]["week09_dp"])["router_policy=cache_aware"]
-    cmd = engine.serve_command("M", 1, engine_flags(dp), "s")
-    assert cmd[1:3] == ["-m", "sglang_router.launch_server"]
-    args = parsers.serve(parsers.server_argv(cmd))
-    assert args.dp_size == 2 and args.router_policy == "cache_aware"
-    assert engine.serve_command("M", 1, {"dp_size": 2}, "s")[2] == "sglang.launch_server"
+    with pytest.raises(SystemExit):
+        parsers.serve(parsers.server_argv(engine.serve_command("M", 1, engine_flags(dp), "s")))
+    assert parsers.serve(parsers.server_argv(engine.serve_command("M", 1, {"dp_size": 2}, "s"))).dp_size == 2
 
 
 def test_stale_seed_flag_is_rejected_by_name(parsers):

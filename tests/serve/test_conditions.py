@@ -202,3 +202,22 @@ def test_histogram_quantile_edges():
     assert conditions.histogram_quantile(0.5, {0.01: 0, float("inf"): 0}) is None
     # all beyond the last finite bound: that bound
     assert conditions.histogram_quantile(0.5, {0.01: 0, float("inf"): 5}) == 0.01
+
+
+def test_counters_of_data_parallel_replicas_are_summed_over_their_servers():
+    # two SGLang replicas behind a router (week 9): the point's hit rate is over both
+    class ReplicaA(MetricsHandler):
+        pages = [sglang_metrics(0, 0), sglang_metrics(1_000, 900)]
+
+    class ReplicaB(MetricsHandler):
+        pages = [sglang_metrics(0, 0), sglang_metrics(3_000, 100)]
+
+    (a, url_a), (b, url_b) = serve(ReplicaA), serve(ReplicaB)
+    try:
+        with conditions.EngineCounters([url_a + "/metrics", url_b + "/metrics"], interval_s=60) as counters:
+            pass
+        result = counters.result()
+    finally:
+        a.shutdown()
+        b.shutdown()
+    assert result["prefix_cache_hit_rate"] == (900 + 100) / (1_000 + 3_000)

@@ -38,13 +38,13 @@ def test_side_ports_differ_between_roles_and_routers_point_at_them():
     topology.assign_ports("vllm", rs, lambda: next(ports))
     side = [r.env["VLLM_NIXL_SIDE_CHANNEL_PORT"] for r in rs]
     assert len(set(side + [str(r.port) for r in rs])) == 4
-    cmd = topology.router_command("vllm", rs, 7100, {})
+    cmd = topology.router_command("vllm", rs, 7100, {}, lambda: next(ports))
     assert cmd[1:3] == ["-m", "servelab.engines.pd_proxy"]
     assert cmd[cmd.index("--prefill") + 1] == f"http://127.0.0.1:{rs[0].port}"
     sg = topology.roles({}, {"kind": "pd", "prefill": {"args": {"disaggregation_mode": "prefill"}},
                              "decode": {"args": {"disaggregation_mode": "decode"}}})
     topology.assign_ports("sglang", sg, lambda: next(ports))
-    router = topology.router_command("sglang", sg, 7200, {"policy": "round_robin"})
+    router = topology.router_command("sglang", sg, 7200, {"policy": "round_robin"}, lambda: next(ports))
     at = router.index("--prefill")
     assert router[at + 1:at + 3] == [f"http://127.0.0.1:{sg[0].port}", str(sg[0].knobs["disaggregation_bootstrap_port"])]
     assert "--pd-disaggregation" in router and router[-2:] == ["--policy", "round_robin"]
@@ -64,6 +64,42 @@ def test_every_process_of_the_course_p_d_weeks_parses(course_config):
         k: exps[k] for k in ("week16", "week16_sglang")}})]
     assert any("week16_sglang" in p and "sglang router" in p and "least_load" in p for p in problems), problems
     assert any("week16 [base] vllm decode" in p and "kv-rank" in p for p in problems), problems
+
+
+def test_sglang_data_parallel_points_are_replicas_behind_its_router(tmp_path, monkeypatch, course_config):
+    """week 9's dp_size + router_* knobs: one sglang.launch_server per replica, each on its
+    own device, and sglang_router.launch_router in front (not sglang_router.launch_server,
+    which cannot import beside SGLang 0.5.17)."""
+    from servelab.serve import launch
+    from servelab.serve.session_spec import SessionSpec
+
+    exp = course_config["experiments"]["week09_dp"]
+    knobs = {"dp_size": 2, "router_policy": "round_robin", "mem_fraction_static": 0.8}
+    assert topology.topology_gpus(knobs, exp.get("topology")) == 2
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "4,5")
+    spec = SessionSpec(experiment="week09_dp", server_point="round_robin", engine="sglang", model_path="/m",
+                       model_identity="x", dataset_name="random", dataset_path=None, dataset_identity="random",
+                       server_knobs=knobs, client_points=[], store_dir=str(tmp_path))
+    fleet, lines = launch.launch_plan(spec, tmp_path, launch.server_env(spec, str(tmp_path)))
+    *workers, router = fleet.servers
+    assert [s.log.name for s in fleet.servers] == ["replica0.log", "replica1.log", "router.log"]
+    for worker, device in zip(workers, ["4", "5"]):
+        assert worker.command[1:3] == ["-m", "sglang.launch_server"] and worker.env["CUDA_VISIBLE_DEVICES"] == device
+        assert "--dp-size" not in worker.command and "--router-policy" not in worker.command
+        assert worker.command[worker.command.index("--mem-fraction-static") + 1] == "0.8"
+    assert router.command[1:3] == ["-m", "sglang_router.launch_router"] and "--pd-disaggregation" not in router.command
+    at = router.command.index("--worker-urls")
+    assert router.command[at + 1:at + 3] == [w.base_url for w in workers]
+    assert router.command[router.command.index("--policy") + 1] == "round_robin"
+    assert int(router.command[router.command.index("--prometheus-port") + 1]) not in {w.port for w in fleet.servers}
+    assert fleet.counted == workers and fleet.front is router
+    # week 9's points parse by SGLang's own parsers; a router policy it lacks is refused by name
+    from servelab.checks.validate import check_config
+
+    assert [r for r, _ in launch_commands(exp, knobs, "s")] == ["replica0", "replica1", "router"]
+    bad = {**exp, "server": {**exp["server"], "grid": {"router_policy": ["cache_aware", "least_load"]}}}
+    problems = [str(p) for p in check_config({**course_config, "experiments": {"week09_dp": bad}})]
+    assert len(problems) == 1 and "sglang router" in problems[0] and "least_load" in problems[0], problems
 
 
 def test_proxy_requests_follow_the_kv_transfer_protocol():

@@ -135,8 +135,15 @@ class SGLang:
         workers behind the cache-aware router, one command); else one server."""
         return "sglang_router.launch_server" if any(k.startswith("router_") for k in knobs) else "sglang.launch_server"
 
+    # sglang.bench_serving's `random` takes its token ids from ShareGPT, downloaded from the
+    # hub when no --dataset-path is given (a lent H100 without the hub: every week 16 point
+    # failed with LocalEntryNotFoundError); its `random-ids` draws them from the vocabulary,
+    # as vLLM's `random` does
+    client_datasets = {"random": "random-ids"}
+
     def client_args(self, model, served_name, port, dataset_name, dataset_path, knobs, out_dir) -> list[str]:
-        dataset = ["--dataset-name", dataset_name] + (["--dataset-path", dataset_path] if dataset_path else [])
+        name = self.client_datasets.get(dataset_name, dataset_name) if not dataset_path else dataset_name
+        dataset = ["--dataset-name", name] + (["--dataset-path", dataset_path] if dataset_path else [])
         knobs = shared_prefix_groups(dataset_name, knobs)
         return ["--backend", "sglang", "--host", "127.0.0.1", "--port", str(port),
                 "--model", served_name, "--tokenizer", model, *dataset,

@@ -133,13 +133,26 @@ def run_bench(launch: Launch, knobs: dict, raw_dir: Path):
     argv = engine.client_args(spec.model_path, spec.served_name, launch.fleet.front.port, spec.dataset_name,
                               spec.dataset_path, client_knobs, raw_dir)
     bench_log = launch.session_dir / "bench.log"
+    offset = bench_log.stat().st_size if bench_log.exists() else 0
     try:
         launch.client.run(argv, bench_log)
     except Exception as exc:
         launch.fleet.check_alive(f"during client point {launch.point_name(knobs)}")
         # the server is up: the client's own error (kept), e.g. a request the server rejects
-        raise failure.PointFailed("benchmark client", f"{type(exc).__name__}: {exc}", bench_log) from exc
+        raise failure.PointFailed("benchmark client", client_reason(exc, bench_log, offset), bench_log) from exc
     return argv, engine.read_result(raw_dir)
+
+
+def client_reason(exc: Exception, bench_log: Path, offset: int) -> str:
+    """A client subprocess's own last words (its exception line in this run's part of the
+    log, e.g. SGLang's `LocalEntryNotFoundError: ...` from a dataset it tried to download)
+    rather than "Command [...] returned non-zero exit status 1"."""
+    if isinstance(exc, subprocess.CalledProcessError) and bench_log.exists():
+        with open(bench_log, errors="replace") as f:
+            f.seek(offset)
+            if reason := failure.engine_reason(f.read()):
+                return f"{reason} (exit code {exc.returncode})"
+    return f"{type(exc).__name__}: {exc}"
 
 
 def run_eval(launch: Launch, knobs: dict, raw_dir: Path):

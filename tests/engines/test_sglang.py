@@ -81,3 +81,25 @@ def test_shared_prefix_groups_cover_num_prompts_not_1024():
                                 {"num_prompts": 16, "gsp_num_groups": 2}, "/tmp")
     assert args[args.index("--gsp-num-groups") + 1] == "2" and args.count("--gsp-num-groups") == 1
     assert "--gsp-num-groups" not in SGLang().client_args("/m", "s", 1, "sharegpt", "/d", {"num_prompts": 16}, "/tmp")
+
+
+def test_the_random_workload_loads_offline_by_sglangs_own_loader(tiny_model, monkeypatch):
+    """`random` (week 16) reaches sglang.bench_serving as `random-ids`: its own `random`
+    fetches ShareGPT from the hub, which a lent GPU box (and this one) cannot reach."""
+    from argparse import Namespace
+
+    from sglang.benchmark.datasets import get_dataset
+    from transformers import AutoTokenizer
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    argv = SGLang().client_args(str(tiny_model), "s", 1, "random", None, {"num_prompts": 4}, "/tmp")
+    name = argv[argv.index("--dataset-name") + 1]
+    tokenizer = AutoTokenizer.from_pretrained(str(tiny_model))
+    args = dict(num_prompts=4, random_input_len=32, random_output_len=8, random_range_ratio=0.0,
+                dataset_path="", seed=0, tokenize_prompt=False)
+    rows = get_dataset(Namespace(dataset_name=name, **args), tokenizer, "s")
+    assert len(rows) == 4 and all(r.prompt_len > 0 and r.output_len > 0 for r in rows)
+    with pytest.raises(Exception, match="locate the file on the Hub"):
+        get_dataset(Namespace(dataset_name="random", **args), tokenizer, "s")
+    # a dataset file of the user's own is kept as given
+    assert "random" in SGLang().client_args("/m", "s", 1, "random", "/d.json", {}, "/tmp")

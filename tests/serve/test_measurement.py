@@ -72,3 +72,27 @@ def test_offline_points_share_one_runner_unless_a_profiler_wraps_it():
     assert offline_batches(offline, points) == [points]
     wrapped = SessionSpec(**{**offline.__dict__, "monitors": {"wrap": {"tool": "ncu", "args": {}}}})
     assert offline_batches(wrapped, points) == [[points[0]], [points[1]]]
+
+
+def test_a_failed_client_subprocess_is_reported_by_its_own_last_words(tmp_path):
+    """This run's exception line from the client's log, not the CalledProcessError around it
+    (and not an earlier point's error in the same log)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from servelab.serve.measurement import client_reason
+
+    recorded = Path(__file__).parents[1] / "data/recorded_gpu/h100x2_20261126b/sglang_bench_random_no_hub.log"
+    log = tmp_path / "bench.log"
+    log.write_text("ValueError: an earlier point's error\n")
+    offset = log.stat().st_size
+    with open(log, "a") as out:   # a real client process printing SGLang's recorded last lines
+        script = f"import sys; sys.stderr.write(open({str(recorded)!r}).read()); sys.exit(1)"
+        with pytest.raises(subprocess.CalledProcessError) as failed:
+            subprocess.run([sys.executable, "-c", script], stdout=out, stderr=subprocess.STDOUT, check=True)
+    reason = client_reason(failed.value, log, offset)
+    assert reason.startswith("huggingface_hub.errors.LocalEntryNotFoundError: An error happened while trying")
+    assert reason.endswith("(exit code 1)") and "earlier" not in reason
+    # nothing recognisable in the log: the exception itself
+    assert client_reason(failed.value, log, log.stat().st_size).startswith("CalledProcessError: Command")

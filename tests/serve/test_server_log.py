@@ -124,3 +124,23 @@ def test_sglang_server_info_and_metrics_constants():
                'sglang:max_total_num_tokens{engine_type="unified",model_name="m",tp_rank="0"} 410380.0\n'
                'sglang:weight_memory_usage_gb{engine_type="unified",model_name="m",tp_rank="0"} 15.02\n')
     assert server_log.metrics_facts(metrics) == {"kv_cache_tokens": 410380, "weights_gib": 15.02}
+
+
+TWO_GPUS = GPU / "h100x2_20261126b"   # a lent machine with two H100s, 2026-11-26 16:00-16:24
+
+
+def test_recorded_tensor_parallel_log_gives_one_gpus_share():
+    """vLLM 0.26 at TP=2 (week 13 as shipped): weights and KV capacity are per GPU, half and
+    more than twice TP=1's (15.0 GiB, 462,944 tokens); its cold torch.compile was most of the start."""
+    tp2 = server_log.read_facts(TWO_GPUS / "vllm026_tp2_server.log")
+    assert tp2["weights_gib"] == 7.54 and tp2["kv_cache_tokens"] == 1041200
+    assert tp2["startup_compile_s"] > 0.7 * tp2["startup_engine_init_s"]
+    # the decode server of the P/D pair (week 16) states its facts as a single server does
+    decode = server_log.read_facts(TWO_GPUS / "vllm026_pd_decode.log")
+    assert decode["weights_gib"] == 15.0 and decode["kv_cache_tokens"] == 462944
+
+
+def test_recorded_sglang_data_parallel_replica_log():
+    # one of week 9's two replicas behind sglang_router.launch_router: its own pool
+    facts = server_log.read_facts(TWO_GPUS / "sglang0517_dp_replica.log")
+    assert facts == {"kv_cache_tokens": 413583, "weights_gib": 15.02}

@@ -60,3 +60,33 @@ def test_sglangs_first_served_points_parse_into_complete_rows():
     assert (table["kv_cache_tokens"] == 410380).all() and (table["weights_gib"] == 15.02).all()
     assert table["prefix_cache_hit_rate"].between(0, 1).all()
     assert table["itl_p50_ms"].between(5, 10).all() and table["output_throughput_tps"].is_monotonic_increasing
+
+
+TWO_GPUS = Path(__file__).parents[1] / "data/recorded_gpu/h100x2_20261126b"
+
+
+def test_p_d_points_carry_their_kv_transfers_from_the_decode_servers_counters(tmp_path):
+    # week 16 (vLLM 0.26 P/D over NIXL) on two lent H100s: one transfer per request, the
+    # whole prompt's KV each time (the 8B shape's 128 KiB per token)
+    table = metrics.table(sorted((TWO_GPUS / "week16_run/sessions").glob("*.json")), TWO_GPUS / "week16_run/store")
+    table = table.sort_values("random_input_len")
+    assert table["valid"].all() and (table["kv_transfers"] == table["completed"]).all()
+    assert (table["kv_failed_transfers"] == 0).all()
+    per_token_mib = table["kv_transfer_mb"] / table["random_input_len"]
+    assert per_token_mib.between(0.12, 0.13).all(), per_token_mib
+    assert (table["kv_transfer_p90_ms"] >= table["kv_transfer_mean_ms"]).all()
+    out = plots.draw(table, {"x": "random_input_len", "y": ["kv_transfer_mean_ms", "kv_transfer_p90_ms"],
+                             "xlabel": "Prompt length (tokens)", "ylabel": "KV transfer time (ms)",
+                             "title": "KV transfer per request"}, tmp_path / "kv.png")
+    assert mpimg.imread(out).shape[0] > 200
+
+
+def test_data_parallel_replicas_read_as_one_point_with_their_hit_rate_summed():
+    # week 9's two SGLang replicas behind sglang_router.launch_router (SGLang 0.5.17)
+    table = metrics.table(sorted((TWO_GPUS / "week09_dp_run/sessions").glob("*.json")),
+                          TWO_GPUS / "week09_dp_run/store").set_index("server_point")
+    assert sorted(table.index) == ["router_policy=cache_aware", "router_policy=round_robin"]
+    assert table["valid"].all() and (table["completed"] == 16).all()
+    assert (table["engine_version"] == "0.5.17").all()
+    assert table["prefix_cache_hit_rate"].round(3).to_dict() == {"router_policy=cache_aware": 0.889,
+                                                                 "router_policy=round_robin": 0.83}

@@ -81,60 +81,6 @@ class SGLang:
                 "--host", "127.0.0.1", "--port", str(port), "--served-model-name", served_name,
                 *commands.to_flags({"enable_metrics": True, **knobs}, false_flags=False)]
 
-    def client_args(self, model, served_name, port, dataset_name, dataset_path, knobs, out_dir) -> list[str]:
-        return commands.vllm_bench_serve_args(model, served_name, port, dataset_name, dataset_path,
-                                              knobs, str(out_dir), "bench.json")
-
-    def client(self, env: dict | None = None):
-        """`vllm bench serve` in this process (the job's environment)."""
-        from servelab.engines.vllm_bench import BenchServe
-
-        return BenchServe()
-
-    def read_result(self, out_dir: Path) -> dict:
-        return json.loads((Path(out_dir) / "bench.json").read_text())
-
-    def offline_command(self, tool, model, engine_knobs, client_knobs, dataset_name, dataset_path,
-                        out_json) -> list[str]:
-        """One point's standalone benchmark (provenance; what the plan's argv mean)."""
-        return commands.vllm_offline_command(tool, model, engine_knobs, client_knobs, dataset_name,
-                                             dataset_path, out_json)
-
-    def offline_args(self, tool, model, engine_knobs, client_knobs, dataset_name, dataset_path,
-                     out_json) -> list[str]:
-        return commands.vllm_offline_args(tool, model, engine_knobs, client_knobs, dataset_name,
-                                          dataset_path, out_json)
-
-    def offline_plan_command(self, tool: str, plan: str, status: str) -> list[str]:
-        """Many points on one engine per engine configuration (servelab.engines.vllm_offline)."""
-        return [sys.executable, "-m", "servelab.engines.vllm_offline", tool, plan, status]
-
-
-class SGLang:
-    name = "sglang"
-    distributions = ("sglang",)
-    reset_cache_path = "/flush_cache"
-    reset_cache_env: dict = {}
-    # sglang/srt/managers/*: "Scheduler hit an exception: ...", likewise the detokenizer,
-    # tokenizer manager and data-parallel controller; the launcher's "Received sigquit"
-    fatal_lines = ("hit an exception", "Received sigquit from a child process")
-    engine_processes = ("sglang::scheduler", "sglang::detokenizer", "sglang::data_parallel")
-    # its server's facts as structured data: max_total_num_tokens (the KV pool's tokens)
-    info_path = "/server_info"
-
-    def serve_command(self, model: str, port: int, knobs: dict, served_name: str) -> list[str]:
-        # --enable-metrics: its Prometheus counters (prompt and cached tokens, KV usage),
-        # which vLLM exports without asking
-        return [sys.executable, "-m", "sglang.launch_server", "--model-path", model,
-                "--host", "127.0.0.1", "--port", str(port), "--served-model-name", served_name,
-                *commands.to_flags({"enable_metrics": True, **knobs}, false_flags=False)]
-
-    @staticmethod
-    def launcher(knobs: dict) -> str:
-        """router_* knobs are sglang_router.launch_server's (week 9: data-parallel
-        workers behind the cache-aware router, one command); else one server."""
-        return "sglang_router.launch_server" if any(k.startswith("router_") for k in knobs) else "sglang.launch_server"
-
     # sglang.bench_serving's `random` takes its token ids from ShareGPT, downloaded from the
     # hub when no --dataset-path is given (a lent H100 without the hub: every week 16 point
     # failed with LocalEntryNotFoundError); its `random-ids` draws them from the vocabulary,

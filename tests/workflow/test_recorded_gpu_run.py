@@ -81,8 +81,9 @@ def test_p_d_points_carry_their_kv_transfers_from_the_decode_servers_counters(tm
     assert mpimg.imread(out).shape[0] > 200
 
 
-def test_data_parallel_replicas_read_as_one_point_with_their_hit_rate_summed():
-    # week 9's two SGLang replicas behind sglang_router.launch_router (SGLang 0.5.17)
+def test_data_parallel_points_replay_into_rows_with_their_recorded_hit_rates():
+    # week 9's two SGLang replicas behind sglang_router.launch_router (SGLang 0.5.17); the
+    # summing over replicas itself is tested in tests/serve/test_conditions.py
     table = metrics.table(sorted((TWO_GPUS / "week09_dp_run/sessions").glob("*.json")),
                           TWO_GPUS / "week09_dp_run/store").set_index("server_point")
     assert sorted(table.index) == ["router_policy=cache_aware", "router_policy=round_robin"]

@@ -94,6 +94,9 @@ def condition_warnings(row: dict) -> list[str]:
     limit = max(OUTSIDE_CPU_LIMIT, OUTSIDE_CPU_SHARE * (row.get("machine_cores") or 0))
     if outside is not None and outside > limit:
         warnings.append(f"processes outside the session used {outside:.2f} CPU cores during the point")
+    if str(row.get("kv_transport") or "").startswith("mooncake over TCP"):
+        warnings.append(f"the KV cache moved {row['kv_transport']}: mooncake found no RDMA device, "
+                        f"so TTFT carries a TCP copy of each prompt's KV")
     if row.get("outside_gpu_processes"):
         warnings.append(f"{row['outside_gpu_processes']} other process(es) on the point's GPUs")
     return warnings

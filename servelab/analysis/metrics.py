@@ -93,6 +93,7 @@ def server_facts_columns(facts: dict, block_size) -> dict:
             "kv_cache_blocks": kv_blocks(facts, block_size),
             "max_concurrency_x": facts.get("max_concurrency_x"),
             "weights_gib": facts.get("weights_gib"),
+            "kv_transport": facts.get("kv_transport"),
             # where the start-up went, as the engine's log states it
             **{phase: facts.get(phase) for phase in STARTUP_COLUMNS}}
 

@@ -43,6 +43,11 @@ STARTUP_PHASES = {
     "startup_cuda_graphs_s": re.compile(r"Graph capturing finished in ([\d.]+) secs?"),
     "startup_engine_init_s": re.compile(r"init engine \(profile, create kv cache, warmup model\) took ([\d.]+) s"),
 }
+# how a P/D pair moves the KV cache, as SGLang 0.5.17's transfer backends log it:
+#   mooncake: "transfer_engine_impl.cpp:488] Using TCP transport (no HCA detected)"
+#   NIXL:     "NIXL KVManager initialized with backend: UCX"
+KV_TRANSPORT = (("mooncake", re.compile(r"transfer_engine_impl\.cpp:\d+\] Using (\w+) transport(?: \(([^)]*)\))?")),
+                ("nixl", re.compile(r"NIXL KVManager initialized with backend: (\w+)()")))
 LABEL = re.compile(r'(\w+)="([^"]*)"')
 # and from the lines' times: vLLM stamps each line to the second ("INFO 11-25 15:31:01 [...]"),
 # and servelab's launch stamps the log's first line (LAUNCH, written by serve/server.py)
@@ -79,6 +84,9 @@ def facts(text: str) -> dict:
     for name, pattern in STARTUP_PHASES.items():
         if m := pattern.search(text):
             out[name] = float(m[1])
+    for backend, pattern in KV_TRANSPORT:
+        if m := pattern.search(text):
+            out["kv_transport"] = f"{backend} over {m[1]}" + (f" ({m[2]})" if m[2] else "")
     return {**out, **timeline(text)}
 
 

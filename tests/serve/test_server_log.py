@@ -144,3 +144,17 @@ def test_recorded_sglang_data_parallel_replica_log():
     # one of week 9's two replicas behind sglang_router.launch_router: its own pool
     facts = server_log.read_facts(TWO_GPUS / "sglang0517_dp_replica.log")
     assert facts == {"kv_cache_tokens": 413583, "weights_gib": 15.02}
+
+
+SGLANG_PD = GPU / "h100x2_20261126c"   # the same kind of machine, 2026-11-26 18:58-19:12
+
+
+def test_recorded_sglang_decode_logs_state_how_the_kv_cache_moves():
+    # week16_sglang: mooncake on a host without RDMA devices falls back to TCP, in its own words
+    mooncake = server_log.read_facts(SGLANG_PD / "sglang0517_pd_decode_mooncake.log")
+    assert mooncake["kv_transport"] == "mooncake over TCP (no HCA detected)"
+    nixl = server_log.read_facts(SGLANG_PD / "sglang0517_pd_decode_nixl.log")
+    assert nixl["kv_transport"] == "nixl over UCX"
+    assert mooncake["kv_cache_tokens"] == nixl["kv_cache_tokens"] == 438685
+    # a server that moves no KV cache states none
+    assert "kv_transport" not in server_log.read_facts(TWO_GPUS / "sglang0517_dp_replica.log")

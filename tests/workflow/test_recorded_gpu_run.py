@@ -4,9 +4,11 @@ vLLM 0.26.0): what vLLM 0.26 saved on a GPU parses into complete rows."""
 from pathlib import Path
 
 import matplotlib.image as mpimg
+import pandas as pd
 import pytest
 
-from servelab.analysis import metrics, plots
+from servelab.analysis import checks, comparisons, metrics, plots
+from servelab.serve import server_log
 
 RUN = Path(__file__).parents[1] / "data/recorded_gpu/week12_h100"
 
@@ -91,3 +93,47 @@ def test_data_parallel_points_replay_into_rows_with_their_recorded_hit_rates():
     assert (table["engine_version"] == "0.5.17").all()
     assert table["prefix_cache_hit_rate"].round(3).to_dict() == {"router_policy=cache_aware": 0.889,
                                                                  "router_policy=round_robin": 0.83}
+
+
+SGLANG_PD = Path(__file__).parents[1] / "data/recorded_gpu/h100x2_20261126c"
+
+
+def sglang_pd_table(name: str):
+    run = SGLANG_PD / f"{name}_run"
+    return metrics.table(sorted((run / "sessions").glob("*.json")), run / "store").sort_values("random_input_len")
+
+
+def test_sglang_p_d_pairs_serve_and_mooncake_over_tcp_pays_for_the_prompts_kv_in_ttft():
+    # week16_sglang (mooncake, which found no RDMA device) and week16_sglang_nixl (UCX) on
+    # two lent H100s, SGLang 0.5.17: every point valid; decode steps alike; TTFT apart
+    mooncake, nixl = sglang_pd_table("week16_sglang"), sglang_pd_table("week16_sglang_nixl")
+    for table in (mooncake, nixl):
+        assert table["valid"].all() and (table["completed"] == 16).all()
+        assert list(table["random_input_len"]) == [512, 2048, 4096]
+        assert (table["engine_version"] == "0.5.17").all()
+    assert (abs(mooncake["itl_p50_ms"].values / nixl["itl_p50_ms"].values - 1) < 0.05).all()
+    ratio = mooncake["ttft_p50_ms"].values / nixl["ttft_p50_ms"].values
+    assert ratio[-1] > 5 and ratio[-1] > ratio[0], ratio
+    # the decode log states the fallback, and the table warns of it
+    facts = server_log.read_facts(SGLANG_PD / "sglang0517_pd_decode_mooncake.log")
+    assert any("mooncake over TCP" in w for w in checks.condition_warnings(facts))
+    nixl_facts = server_log.read_facts(SGLANG_PD / "sglang0517_pd_decode_nixl.log")
+    assert not checks.condition_warnings(nixl_facts)
+
+
+def test_graphs_vs_eager_and_precisions_with_three_repeats_give_the_recorded_verdicts():
+    # week 10 and week 12 with `repeats=3` on a lent H100 (vLLM 0.26.0, random weights):
+    # the comparisons table recomputed from the metrics table is the one the run wrote
+    for name, knobs in (("week10", ["max_concurrency"]), ("week12", [])):
+        table = pd.read_csv(SGLANG_PD / f"{name}.csv")
+        assert (table["repeats"] == 3).all()
+        recorded = pd.read_csv(SGLANG_PD / f"{name}_comparisons.csv")
+        again = comparisons.compare(table, knobs)
+        assert list(again["verdict"]) == list(recorded["verdict"])
+        assert (abs(again["diff_pct"] - recorded["diff_pct"]) < 1e-6).all()
+    week10 = pd.read_csv(SGLANG_PD / "week10_comparisons.csv")
+    throughput = week10[week10["metric"] == "output_throughput_tps"]
+    assert (throughput["verdict"] == "better").all() and len(throughput) == 4   # graphs at every batch size
+    week12 = pd.read_csv(SGLANG_PD / "week12_comparisons.csv").set_index(["configuration", "metric"])
+    assert week12.loc[("model=llama31_8b_fp8", "output_throughput_tps"), "verdict"] == "better"
+    assert week12.loc[("model=llama31_8b_awq", "ttft_p50_ms"), "verdict"] == "not distinguishable"

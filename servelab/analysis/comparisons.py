@@ -16,7 +16,7 @@ import math
 
 import pandas as pd
 
-from servelab.analysis.repeats import t95
+from servelab.analysis.repeats import t95, welch
 
 METHOD = "Welch's t on the repeats' means, 95 % two-sided; difference in % of the baseline's mean"
 # the headline metrics and which way is better
@@ -35,15 +35,6 @@ def standard_error(row: pd.Series, metric: str) -> float | None:
     if n < 2 or half is None or (isinstance(half, float) and math.isnan(half)):
         return None
     return float(half) / t95(n - 1)
-
-
-def welch(mean_a: float, se_a: float, n_a: int, mean_b: float, se_b: float, n_b: int) -> tuple[float, float]:
-    """Difference b - a and the half-width of its 95 % interval (Welch-Satterthwaite dof)."""
-    se = math.sqrt(se_a ** 2 + se_b ** 2)
-    if se == 0:
-        return mean_b - mean_a, 0.0
-    dof = se ** 4 / ((se_a ** 4 / (n_a - 1) if se_a else 0.0) + (se_b ** 4 / (n_b - 1) if se_b else 0.0))
-    return mean_b - mean_a, t95(max(1, int(dof))) * se
 
 
 def verdict(low: float, high: float, better_when: str) -> str:

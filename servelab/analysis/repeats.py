@@ -32,6 +32,15 @@ def mean_ci95(values: list[float]) -> tuple[float, float | None]:
     return mean, t95(len(values) - 1) * statistics.stdev(values) / math.sqrt(len(values))
 
 
+def welch(mean_a: float, se_a: float, n_a: int, mean_b: float, se_b: float, n_b: int) -> tuple[float, float]:
+    """Difference b - a and the half-width of its 95 % interval (Welch-Satterthwaite dof)."""
+    se = math.sqrt(se_a ** 2 + se_b ** 2)
+    if se == 0:
+        return mean_b - mean_a, 0.0
+    dof = se ** 4 / ((se_a ** 4 / (n_a - 1) if se_a else 0.0) + (se_b ** 4 / (n_b - 1) if se_b else 0.0))
+    return mean_b - mean_a, t95(max(1, int(dof))) * se
+
+
 def is_measured(column: str) -> bool:
     return column not in NOT_MEASURED and (column in MEASURED or column.endswith(MEASURED_SUFFIXES))
 

@@ -89,9 +89,10 @@ def experiment_files(results: Path, name: str) -> list[Path]:
     of the session whose engine it shared too)."""
     exp_dir = results / name
     files = [*sorted(exp_dir.glob("*.csv")), *sorted(exp_dir.glob("*.png")), *sorted(exp_dir.glob("sessions/*.json")),
-             *sorted(exp_dir.glob("search/*"))]   # a search's round plans, tried.csv, best.json, figures
+             *sorted(p for p in exp_dir.glob("search/*") if p.is_file()),   # round plans, tried.csv, best.json, figures
+             *sorted(exp_dir.glob("search/confirm/*.json"))]                 # the frontier's repeats
     sessions = set()
-    for view in sorted(exp_dir.glob("sessions/*.json")):
+    for view in sorted([*exp_dir.glob("sessions/*.json"), *exp_dir.glob("search/confirm/*.json")]):
         for record in json.loads(view.read_text()):
             point = exp_dir / "store" / record["key"]
             files += [p for p in (point / "record.json", point / "bench.json") if p.is_file()]

@@ -19,7 +19,9 @@ from servelab.search import slo as slo_check
 TIE_WITHIN = 0.05   # default relative noise under which two goodputs are a tie
 RULE = ("the highest goodput wins unless others are within its noise (tie_within, widened by the "
         "sessions' own drift in output throughput): among those ties the cheapest wins, fewest GPUs, "
-        "then the knobs nearest the search's start")
+        "then the knobs nearest the search's start. Where the highest and the runner-up were measured "
+        "again (confirm_repeats), Welch's t on their repeats decides between them: the higher wins alone "
+        "only when distinguishably higher, else they tie")
 
 
 # servelab's entry point to vLLM's own CLI (servelab.engines.vllm_cli): `vllm serve` itself
@@ -99,8 +101,10 @@ def rounds_table(rounds: list[dict], outcomes: dict[str, dict]) -> list[dict]:
     return rows
 
 
-def best_config(rows: list[dict], outcomes: dict[str, dict], search: dict) -> dict:
-    """The best configuration tried (highest goodput, the first on a tie), as best.json holds it."""
+def best_config(rows: list[dict], outcomes: dict[str, dict], search: dict, confirmed: dict | None = None) -> dict:
+    """The best configuration tried, as best.json holds it: the highest goodput, or the
+    cheapest of those within noise of it; `confirmed`: the verdict between the highest and
+    the runner-up from their repeats (servelab.search.confirm.decide), which overrides noise."""
     launches, spent = len(rows), round(sum(r["session_s"] for r in rows), 1)
     if not rows or max(r["goodput_tps"] for r in rows) <= 0:
         return {"found": False, "launches": launches, "session_s": spent, "rounds": len({r["round"] for r in rows}),
@@ -108,14 +112,21 @@ def best_config(rows: list[dict], outcomes: dict[str, dict], search: dict) -> di
                 "slo": search["slo"], "load": search["load"]}
     top = max(rows, key=lambda r: r["goodput_tps"])
     ties = tied_with(top, rows, outcomes, search)
+    if confirmed and confirmed["verdict"] == "distinguishable":
+        ties = [r for r in rows if r["server_point"] == confirmed["higher"]][:1]
+    elif confirmed:
+        ties += [r for r in rows if r["server_point"] in confirmed["configs"] and r not in ties]
     row = min(ties, key=lambda r: cost(r, search))
     o = outcomes[row["server_point"]]
+    repeated = (confirmed or {}).get("configs", {}).get(row["server_point"])
     return {"found": True, "server_point": row["server_point"],
             "rule": RULE, "tie_within": noise(top, outcomes, search),
             "ties": [r["server_point"] for r in ties],
             "highest_goodput": {"server_point": top["server_point"], "goodput_tps": top["goodput_tps"]},
             "config": {k: row[k] for k in search["space"]},
-            "goodput_tps": o["goodput_tps"], "request_throughput_rps": o["request_throughput_rps"],
+            "goodput_tps": repeated["goodput_tps_mean"] if repeated else o["goodput_tps"],
+            "request_throughput_rps": o["request_throughput_rps"],
+            **({"confirmation": confirmed} if confirmed else {}),
             "max_load": {search["load"]["knob"]: o["max_load"]}, "slo": search["slo"], "slo_margins": o["margins"],
             "limited_by": o["limited_by"], "vllm_serve": as_vllm_serve(o["serve_command"]),
             "serve_command": o["serve_command"],

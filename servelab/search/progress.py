@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from servelab.config.experiments import point_id
-from servelab.search import outcome, strategy
+from servelab.search import confirm, outcome, strategy
 
 
 def outcomes(search: dict, views: list[str], store_dir: str) -> dict[str, dict]:
@@ -54,17 +54,26 @@ def plan_round(number: int, search: dict, plans: list[dict], views: list[str], s
     configs, why = strategy.next_round(search.get("strategy", "coordinate"), search["space"], tried, left,
                                        search.get("start"), exhausted)
     best = strategy.best(tried)
+    # the last round: the frontier's two configurations are measured again before the summary
+    frontier = [] if configs else confirm.frontier(search, tried, found)
     return {"round": number, "configs": configs, "last_reason": why,
+            **({"confirm": frontier} if frontier else {}),
             "best_so_far": None if best is None else {"config": best,
                                                       "goodput_tps": found[point_id(best)]["goodput_tps"]},
             "launches_so_far": len(tried), "session_s_so_far": round(sum(costs), 1)}
 
 
-def summary(search: dict, plans: list[dict], views: list[str], store_dir: str) -> tuple[list[dict], dict]:
-    """(one row per configuration tried, the best configuration)."""
+def summary(search: dict, plans: list[dict], views: list[str], store_dir: str,
+            confirm_views: list[str] = ()) -> tuple[list[dict], dict]:
+    """(one row per configuration tried, the best configuration); `confirm_views`: the
+    sessions that measured the frontier again (servelab.search.confirm)."""
     found = outcomes(search, views, store_dir)
     rows = outcome.rounds_table(plans, found)
-    best = outcome.best_config(rows, found, {"strategy": "coordinate", **search})
+    decision = None
+    if confirm_views and plans and plans[-1].get("confirm"):
+        measured = {Path(v).stem: confirm.samples(outcome.read_view(v, store_dir), search["slo"]) for v in confirm_views}
+        decision = confirm.decide(plans[-1]["confirm"], measured)
+    best = outcome.best_config(rows, found, {"strategy": "coordinate", **search}, decision)
     best["stopped"] = plans[-1]["last_reason"] if plans else ""
     return rows, best
 
@@ -85,6 +94,16 @@ def describe_best(experiment: str, best: dict) -> str:
     return (f"search {experiment}: best {best['server_point']}, goodput {best['goodput_tps']:.1f} tok/s at "
             f"{best['max_load']} ({best['launches']} launches, {best['session_s']:.0f} s of server time, in "
             f"{best['rounds']} rounds; {best['stopped']})\n"
-            + (f"  ties within {best['tie_within']:.0%} of the highest ({best['highest_goodput']['server_point']}): "
+            + (f"  ties of the highest ({best['highest_goodput']['server_point']}), within {best['tie_within']:.0%}"
+               f"{' or not distinguishable over the repeats' if best.get('confirmation') else ''}: "
                f"{', '.join(best['ties'])}; the cheapest wins\n" if len(best.get("ties", [])) > 1 else "")
+            + (confirmation_line(best["confirmation"]) if best.get("confirmation") else "")
             + f"  {best['vllm_serve']}")
+
+
+def confirmation_line(decision: dict) -> str:
+    configs = "; ".join(f"{sp} {c['goodput_tps_mean']:.1f} tok/s over {c['repeats']} repeats (SLO met {c['slo_met']})"
+                        for sp, c in decision["configs"].items())
+    interval = (f", runner-up {decision['diff_pct']:+.1f} % [{decision['ci95_pct'][0]:+.1f}, "
+                f"{decision['ci95_pct'][1]:+.1f}]" if "ci95_pct" in decision else "")
+    return f"  frontier confirmed: {configs}{interval}: {decision['verdict']}\n"

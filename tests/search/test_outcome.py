@@ -2,6 +2,8 @@
 table of every configuration tried and the best one with its `vllm serve` command."""
 import json
 
+import pytest
+
 from conftest import REPO
 from servelab.config.experiments import point_id
 from servelab.search import outcome, progress
@@ -131,3 +133,64 @@ def test_goodputs_within_noise_are_ties_and_the_cheapest_wins():
     best = outcome.best_config(rows, found(rows, drift=0.147), {**search, "tie_within": 0.001})
     assert best["tie_within"] == 0.147 and len(best["ties"]) == 3
     assert best["server_point"] == "max_num_seqs=8+tensor_parallel_size=1"    # one GPU, at the start
+
+
+def confirm_view(tmp_path, seqs: int, load: int, throughputs: list[float], tag: str = "") -> str:
+    """The view of a frontier configuration's repeats at its goodput load, as rule
+    search_confirm writes it (`tag`: one set of such views beside others)."""
+    view, store = [], tmp_path / "store"
+    for n, tps in enumerate(throughputs):
+        key = f"c{tag}{seqs}_{n}"
+        (store / key).mkdir(parents=True)
+        (store / key / "bench.json").write_text(json.dumps({**BENCH, "p99_ttft_ms": 50.0, "failed": 0,
+                                                            "output_throughput": tps}))
+        view.append({"key": key, "client_knobs": {"num_prompts": 64, "max_concurrency": load}})
+    path = tmp_path / f"confirm{tag}" / f"{point_id({'max_num_seqs': seqs})}.json"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(json.dumps(view))
+    return str(path)
+
+
+def grid_search(tmp_path, **search):
+    """A grid over max_num_seqs 1, 4, 16 whose single measurements give 300, 310 and 100 tok/s
+    at 30, 31 and 10 concurrent requests: 4 and 1 are within the 5 % noise of each other."""
+    search = {**SEARCH, "strategy": "grid", **search}
+    store = str(tmp_path / "store")
+    round0 = progress.plan_round(0, search, [], [], store)
+    views = [session(tmp_path, 1, {30: 50.0}), session(tmp_path, 4, {31: 50.0}), session(tmp_path, 16, {10: 50.0})]
+    round1 = progress.plan_round(1, search, [round0], views, store)
+    return search, [round0, round1], views, store
+
+
+def test_the_last_round_names_the_frontier_to_measure_again(tmp_path):
+    search, plans, views, store = grid_search(tmp_path)
+    assert plans[1]["configs"] == [] and plans[1]["last_reason"] == "the grid is complete"
+    assert [(c["server_point"], c["load"]) for c in plans[1]["confirm"]] == [("max_num_seqs=4", 31),
+                                                                             ("max_num_seqs=1", 30)]
+    # repeats switched off, or nothing to decide: no confirmation
+    assert "confirm" not in grid_search(tmp_path / "off", confirm_repeats=1)[1][1]
+    alone = progress.plan_round(1, SEARCH, [{"round": 0, "configs": [{"max_num_seqs": 4}]}],
+                                [session(tmp_path / "alone", 4, {1: 50.0})], str(tmp_path / "alone/store"))
+    assert "confirm" not in alone
+
+
+def test_repeats_crown_the_higher_only_when_it_is_distinguishably_higher(tmp_path):
+    search, plans, views, store = grid_search(tmp_path)
+    # steady repeats: 4 is higher beyond noise, so it wins although 1 is within 5 % and cheaper
+    steady = [confirm_view(tmp_path, 4, 31, [310.0, 311.0, 309.5]), confirm_view(tmp_path, 1, 30, [300.0, 301.0, 299.0])]
+    _, best = progress.summary(search, plans, views, store, steady)
+    assert best["server_point"] == "max_num_seqs=4" and best["ties"] == ["max_num_seqs=4"]
+    decision = best["confirmation"]
+    assert decision["verdict"] == "distinguishable" and decision["ci95_pct"][1] < 0
+    assert decision["configs"]["max_num_seqs=1"]["slo_met"] == "3/3"
+    assert best["goodput_tps"] == pytest.approx(310.1666, rel=1e-4)    # the mean of its repeats
+    assert "frontier confirmed" in progress.describe_best("s", best)
+    # noisy repeats: a tie, the cheapest of the two (knobs nearest the start, 4) wins
+    noisy = [confirm_view(tmp_path, 4, 31, [310.0, 250.0, 350.0], "n"), confirm_view(tmp_path, 1, 30, [300.0, 280.0, 320.0], "n")]
+    _, best = progress.summary(search, plans, views, store, noisy)
+    assert best["confirmation"]["verdict"] == "not distinguishable"
+    assert set(best["ties"]) == {"max_num_seqs=4", "max_num_seqs=1"}
+    # the runner-up distinguishably higher over its repeats: the single measurements misled
+    turned = [confirm_view(tmp_path, 4, 31, [290.0, 291.0, 289.0], "t"), confirm_view(tmp_path, 1, 30, [300.0, 301.0, 299.0], "t")]
+    _, best = progress.summary(search, plans, views, store, turned)
+    assert best["server_point"] == "max_num_seqs=1" and best["confirmation"]["higher"] == "max_num_seqs=1"

@@ -362,11 +362,12 @@ def test_failed_points_are_kept_until_retry_failed_is_asked_for(workdir, first_r
 
 
 # the CPU search (config/local.yaml) at its smallest: three configurations, two launches,
-# one bisection step after the ends of the load
+# one bisection step after the ends of the load; an SLO both launches meet, so that both
+# have a goodput and the frontier is measured again (3 repeats) before a winner is named
 SEARCH = {"run": ["study_search_cpu"], "experiments": {"study_search_cpu": {
     "client": {"args": {"num_prompts": 16}},
     "search": {"space": {"max_num_seqs": [1, 4, 16], "max_num_batched_tokens": [512]},
-               "load": {"steps": 1}, "budget": {"launches": 2}}}}}
+               "load": {"steps": 1}, "budget": {"launches": 2}, "slo": {"p90_e2el_ms": 600_000, "p99_itl_ms": 10_000}}}}}
 
 
 def test_a_search_launches_configurations_in_rounds_bisects_the_load_and_resumes(workdir, first_run):
@@ -409,10 +410,29 @@ def test_a_search_launches_configurations_in_rounds_bisects_the_load_and_resumes
         # the highest, or the cheapest of those within noise of it (named in best.json)
         assert best["highest_goodput"]["goodput_tps"] == pytest.approx(tried["goodput_tps"].max(), rel=1e-12)
         assert best["server_point"] in best["ties"] and best["goodput_tps"] > 0
-        assert best["goodput_tps"] >= best["highest_goodput"]["goodput_tps"] * (1 - best["tie_within"]) - 1e-9
+        if "confirmation" not in best:   # (else its repeats decided: below)
+            assert best["goodput_tps"] >= best["highest_goodput"]["goodput_tps"] * (1 - best["tie_within"]) - 1e-9
         assert best["vllm_serve"].startswith("vllm serve ") and "--port" not in best["vllm_serve"]
         assert f"--max-num-seqs {best['config']['max_num_seqs']}" in best["vllm_serve"]
         assert f"search study_search_cpu: best {best['server_point']}" in proc.stdout + proc.stderr
+    # the frontier (both launches) measured again at each one's goodput load: the search's own
+    # point is the first repeat (found in the store, not measured again), two more measured
+    assert [c["server_point"] for c in rounds[2]["confirm"]] == sorted(
+        launched, key=lambda sp: -tried.set_index("server_point").loc[sp, "goodput_tps"])
+    for entry in rounds[2]["confirm"]:
+        sp = entry["server_point"]
+        repeats = json.loads((exp / f"search/confirm/{sp}.json").read_text())
+        first = next(r for r in views[sp] if r["client_knobs"]["max_concurrency"] == entry["load"])
+        assert len(repeats) == 3 and repeats[0]["key"] == first["key"]
+        assert {r["client_knobs"]["max_concurrency"] for r in repeats} == {entry["load"]}
+        assert "1 already measured, 2 to measure" in (workdir / f"logs/study_search_cpu/{sp}.confirm.log").read_text()
+    decision = best["confirmation"]
+    assert {c["repeats"] for c in decision["configs"].values()} == {3} and decision["method"].startswith("Welch")
+    if decision["verdict"] == "distinguishable":
+        assert best["server_point"] == decision["higher"] and best["ties"] == [best["server_point"]]
+    else:
+        assert set(decision["configs"]) <= set(best["ties"])
+    assert best["goodput_tps"] == pytest.approx(decision["configs"][best["server_point"]]["goodput_tps_mean"])
     table = pd.read_csv(exp / "metrics.csv")
     assert len(table) == sum(len(v) for v in views.values()) and table["max_concurrency"].notna().all()
     for figure in ("goodput", "frontier", "pareto"):

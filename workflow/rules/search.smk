@@ -36,8 +36,15 @@ def search_round_inputs(wildcards):
     return search_inputs(wildcards.experiment, search_rounds(wildcards.experiment, upto=int(wildcards.round)))
 
 
+def confirm_views(name, plans):
+    """The sessions that measure the frontier again (servelab/search/confirm.py): named in
+    the last round's plan."""
+    return [f"results/{name}/search/confirm/{c['server_point']}.json" for c in plans[-1].get("confirm", [])]
+
+
 def search_all_inputs(wildcards):
-    return search_inputs(wildcards.experiment, search_rounds(wildcards.experiment))
+    plans = search_rounds(wildcards.experiment)
+    return {**search_inputs(wildcards.experiment, plans), "confirms": confirm_views(wildcards.experiment, plans)}
 
 
 def search_spec(wildcards):

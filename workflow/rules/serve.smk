@@ -24,3 +24,41 @@ rule session:
         session_conda_env
     script:
         "../scripts/serve_session.py"
+
+
+# A search's frontier measured again (servelab/search/confirm.py, planned in search.smk):
+# a session of a configuration the search launched, at its goodput load only.
+def confirm_params(wildcards):
+    """A frontier configuration's session: its goodput load only, `confirm_repeats` times
+    (the search's own point is the first repeat, found in the store), no bisection."""
+    name, sp = wildcards.experiment, wildcards.server_point
+    search = EXPERIMENTS[name]["search"]
+    entry = next(c for c in search_rounds(name)[-1]["confirm"] if c["server_point"] == sp)
+    params = params_of(name, sp)
+    return {**params, "load_search": None,
+            "client_points": [{**params["client_points"][0], search["load"]["knob"]: entry["load"]}],
+            "measurement": {**params["measurement"], "repeats": search_confirm.repeats(search), "drift_check": False}}
+
+
+def confirm_inputs(wildcards):
+    return {k: v for k, v in session_inputs(wildcards).items() if k not in ("engine_host", "guest_files")}
+
+
+rule search_confirm:
+    input:
+        unpack(confirm_inputs),
+    output:
+        "results/{experiment}/search/confirm/{server_point}.json",
+    params:
+        spec=confirm_params,
+        cache=config["paths"]["cache"],
+        retry_failed=False,
+    log:
+        "logs/{experiment}/{server_point}.confirm.log",
+    resources:
+        gpu=gpus_for,
+        runtime=session_runtime,
+    conda:
+        session_conda_env
+    script:
+        "../scripts/serve_session.py"

@@ -21,6 +21,7 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from conftest import make_workdir, snakemake  # noqa: E402
+from servelab.search import progress  # noqa: E402
 
 CONFIGS = ["config/config.yaml", "config/local.yaml"]
 
@@ -43,6 +44,8 @@ def report(search_dir: Path, grid_dir: Path, walls: dict) -> None:
         wall = f", wall {walls[label]:.0f}s" if label in walls else ""
         print(f"{label:>6}: {best['launches']} launches in {best['rounds']} round(s){wall}; best "
               f"{best.get('server_point')} at {best.get('max_load')}: {best.get('goodput_tps', 0):.1f} tok/s")
+        if best.get("confirmation"):   # the frontier's repeats (servelab/search/confirm.py)
+            print(progress.confirmation_line(best["confirmation"]).rstrip())
     share = sbest["goodput_tps"] / gbest["goodput_tps"]
     same = gtried.set_index("server_point")["goodput_tps"].get(sbest["server_point"])
     print(f"search's best = {share:.1%} of the grid's best (goal >= 95 %); launches {sbest['launches']}/"

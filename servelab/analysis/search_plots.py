@@ -17,6 +17,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
 
+from servelab.analysis import repeats  # noqa: E402
 from servelab.analysis.plots import hardware_footer  # noqa: E402
 from servelab.atomic import atomic_path  # noqa: E402
 from servelab.config.experiments import gpus_needed  # noqa: E402
@@ -64,6 +65,16 @@ def goodput_figure(tried: pd.DataFrame, best: dict, out: str | Path, footer: str
     if (~met).any():
         ax.scatter([n for n, m in zip(order, met) if not m], [0] * int((~met).sum()), marker="v", color="red",
                    zorder=3, label="met the SLO at no load")
+    notes = []
+    if confirmed := best.get("confirmation"):   # the frontier's repeats: mean and 95 % interval
+        for i, (sp, c) in enumerate(confirmed["configs"].items()):
+            mean, half = repeats.mean_ci95(c["goodput_tps"])
+            ax.errorbar([list(tried["server_point"]).index(sp) + 1.15], [mean], yerr=[[half or 0], [half or 0]],
+                        fmt="D", color="black", capsize=4, zorder=4,
+                        label=f"frontier, {c['repeats']} repeats (mean, 95 % CI)" if i == 0 else None)
+        gap = (f" ({confirmed['diff_pct']:+.1f} % [{confirmed['ci95_pct'][0]:+.1f}, {confirmed['ci95_pct'][1]:+.1f}])"
+               if "ci95_pct" in confirmed else "")
+        notes.append(f"frontier: runner-up against the highest{gap}: {confirmed['verdict']} (Welch's t)")
     if best.get("found"):
         n = list(tried["server_point"]).index(best["server_point"]) + 1
         right_half = n > (len(tried) + 1) / 2  # label towards the middle, inside the axes
@@ -76,8 +87,8 @@ def goodput_figure(tried: pd.DataFrame, best: dict, out: str | Path, footer: str
     ax.set_xticks(list(order))
     ax.set_title(f"Search by {best.get('strategy', 'coordinate')}: {len(tried)} launches\nSLO: {slo_text(best['slo'])}",
                  fontsize="medium")
-    notes = [f"{sp}: {why}" for sp, why, g in zip(tried["server_point"], tried["limited_by"], tried["goodput_tps"])
-             if g <= 0]
+    notes += [f"{sp}: {why}" for sp, why, g in zip(tried["server_point"], tried["limited_by"], tried["goodput_tps"])
+              if g <= 0]
     ax.legend(fontsize="small", loc="lower right")
     text = "\n".join(textwrap.shorten(n, 140) for n in notes[:6])
     return save(fig, out, "\n".join(t for t in (text, footer) if t))

@@ -1,4 +1,5 @@
 import math
+import statistics
 
 import matplotlib.image as mpimg
 import pandas as pd
@@ -122,3 +123,26 @@ def test_a_counter_the_engine_did_not_export_is_an_empty_figure_that_says_so(tmp
     assert any("no values to draw" in t for t in texts)
     with pytest.raises(KeyError, match="no_such_column"):     # an unknown column is still an error
         plots.draw(df, dict(spec, x="no_such_column"), tmp_path / "g.png")
+
+
+def test_the_search_figure_draws_the_frontiers_repeats_and_their_verdict(tmp_path, monkeypatch):
+    from servelab.analysis import search_plots
+    tried = pd.DataFrame({"round": [0, 1, 1], "server_point": ["a", "b", "c"], "goodput_tps": [300.0, 310.0, 0.0],
+                          "limited_by": ["", "", "at max_concurrency=2: p99_itl_ms 40 > 25"]})
+    best = {"found": True, "server_point": "b", "goodput_tps": 309.0, "slo": {"p99_itl_ms": 25},
+            "confirmation": {"verdict": "not distinguishable", "diff_pct": -2.5, "ci95_pct": [-9.0, 4.0],
+                             "configs": {"b": {"goodput_tps": [310.0, 300.0, 317.0], "repeats": 3},
+                                         "a": {"goodput_tps": [300.0, 305.0, 295.0], "repeats": 3}}}}
+    bars, texts = [], []
+    errorbar, text = search_plots.plt.Axes.errorbar, search_plots.plt.Figure.text
+    monkeypatch.setattr(search_plots.plt.Axes, "errorbar",
+                        lambda self, x, y, **k: bars.append((x[0], y[0], k["yerr"][0][0])) or errorbar(self, x, y, **k))
+    monkeypatch.setattr(search_plots.plt.Figure, "text", lambda self, x, y, s, **k: texts.append(s) or text(self, x, y, s, **k))
+    out = search_plots.goodput_figure(tried, best, tmp_path / "goodput.png")
+    assert out.stat().st_size > 10_000
+    # each confirmed configuration beside its launch: the repeats' mean and 95 % half-width
+    (b, a) = bars
+    assert b[0] == pytest.approx(2.15) and b[1] == pytest.approx(309.0) and b[2] == pytest.approx(4.303 * statistics.stdev([310, 300, 317]) / 3 ** 0.5)
+    assert a[0] == pytest.approx(1.15) and a[1] == pytest.approx(300.0)
+    assert "frontier: runner-up against the highest (-2.5 % [-9.0, +4.0]): not distinguishable" in texts[0]
+    assert "c: at max_concurrency=2" in texts[0]

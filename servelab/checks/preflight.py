@@ -15,6 +15,7 @@ from pathlib import Path
 
 from servelab.config.experiments import server_points
 from servelab.engines import environment
+from servelab.serve.topology import replicas
 
 
 @dataclass(frozen=True)
@@ -47,7 +48,7 @@ def needs(exp: dict) -> list[tuple[Need, str | None]]:
     roles = [role.get("args", {}) for role in (exp.get("topology") or {}).values() if isinstance(role, dict)]
     for point, knobs in [*server_points(exp).items(), *((None, r) for r in roles)]:
         named = point if point in configs else None
-        if exp["engine"] == "sglang" and (exp.get("topology") or any(k.startswith("router_") for k in knobs)):
+        if exp["engine"] == "sglang" and (exp.get("topology") or replicas(exp["engine"], knobs)):
             found.append((SGLANG_ROUTER, None))
         if connector := CONNECTORS.get((knobs.get("kv_transfer_config") or {}).get("kv_connector")):
             found.append((connector, named))

@@ -4,6 +4,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -86,6 +87,101 @@ def snakemake(workdir: Path, *args: str, timeout: float = 1200, check: bool = Tr
     return proc
 
 
+# The embedded default's first run (tests/workflow/test_e2e_local.py) takes most of the
+# suite's time, and most of that is engine start-up: one process importing at a time, one
+# core busy. So it starts at the session's start, in the background, and the other modules
+# run beside it on the second core; its own tests come last and wait for it. Tests marked
+# `quiet_host` (they read the whole host's load) run first, before it starts.
+E2E_MODULE = "tests/workflow/test_e2e_local.py"
+FIRST_RUN_CONFIGS = ["config/config.yaml", "config/local.yaml", "tests/workflow/first-run-sizes.yaml"]
+LOCAL_RUN = ["--profile", "profiles/local", "--configfile", *FIRST_RUN_CONFIGS]
+
+
+class BackgroundRun:
+    """`snakemake --profile profiles/local` in a fresh working copy, as a process of its own."""
+
+    def __init__(self, workdir: Path, *args: str):
+        self.workdir, self.cmd = workdir, [sys.executable, "-m", "snakemake", *args]
+        self.out, self.err = workdir.parent / "first-run.stdout", workdir.parent / "first-run.stderr"
+        env = {k: v for k, v in os.environ.items() if k != "SNAKEMAKE_PROFILE"}
+        # its engine starts count for its module in the time summary
+        env["PYTEST_CURRENT_TEST"] = f"{E2E_MODULE}::first_run (background)"
+        self.started = time.monotonic()
+        with open(self.out, "w") as out, open(self.err, "w") as err:   # files: a pipe would fill and block it
+            self.proc = subprocess.Popen(self.cmd, cwd=workdir, stdout=out, stderr=err, env=env, text=True,
+                                         start_new_session=True, preexec_fn=default_sigint)
+        self.wall = self.waited = None
+
+    def result(self, timeout: float) -> subprocess.CompletedProcess:
+        """Wait for it (timeout counted from its start); its output, as `snakemake()` gives it."""
+        if self.wall is None:
+            waiting = time.monotonic()
+            try:
+                self.proc.wait(timeout=max(timeout - (waiting - self.started), 1))
+            except subprocess.TimeoutExpired:
+                self.stop()
+                raise
+            self.waited, self.wall = time.monotonic() - waiting, time.monotonic() - self.started
+        proc = subprocess.CompletedProcess(self.cmd, self.proc.returncode, self.out.read_text(), self.err.read_text())
+        if proc.returncode != 0:
+            raise AssertionError(f"{' '.join(self.cmd[2:])} failed ({proc.returncode}):\n"
+                                 f"{proc.stdout[-4000:]}\n{proc.stderr[-8000:]}")
+        return proc
+
+    def stop(self) -> None:
+        """Ctrl-C to its process group (Snakemake stops its jobs, each job its server), then SIGKILL."""
+        if self.proc.poll() is not None:
+            return
+        os.killpg(self.proc.pid, signal.SIGINT)
+        try:
+            self.proc.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+
+
+FIRST_RUN = pytest.StashKey[BackgroundRun]()
+
+
+def with_overlay(workdir: Path, name: str, overlay: dict) -> list[str]:
+    """Snakemake's arguments for the first run's configuration plus `overlay` (written to
+    `name` in the working copy)."""
+    (workdir / name).write_text(yaml.safe_dump(overlay))
+    return LOCAL_RUN + [name]
+
+
+def commit_workdir(workdir: Path) -> None:
+    """Make the working copy a git checkout at a commit, as a user's clone is."""
+    for args in (["init", "-q"], ["add", "-A"], ["-c", "user.name=servelab", "-c", "user.email=ci@servelab",
+                                                 "commit", "-qm", "the workflow as it ran"]):
+        subprocess.run(["git", *args], cwd=workdir, check=True, capture_output=True)
+
+
+def pytest_collection_modifyitems(config, items):
+    def place(item) -> int:   # quiet ones first, the end-to-end module last, else as collected
+        return 0 if item.get_closest_marker("quiet_host") else 2 if item.nodeid.startswith(E2E_MODULE) else 1
+    items.sort(key=place)
+
+
+@pytest.fixture(scope="session")
+def default_first_run(request, tmp_path_factory):
+    """The embedded default's first run, started once for the session (None when no test
+    of the end-to-end module was selected)."""
+    if not any(item.nodeid.startswith(E2E_MODULE) for item in request.session.items):
+        yield None
+        return
+    run = BackgroundRun(make_workdir(tmp_path_factory.mktemp("e2e") / "servelab"), *LOCAL_RUN)
+    request.config.stash[FIRST_RUN] = run
+    yield run
+    run.stop()
+
+
+@pytest.fixture(autouse=True)
+def _first_run_beside(request):
+    if request.node.get_closest_marker("quiet_host") is None:
+        request.getfixturevalue("default_first_run")
+
+
 # Where the suite's time goes (printed at its end): each module's time, and the engine
 # starts its tests made (servelab.serve.server notes each start and its time to health in
 # SERVELAB_START_LOG, also from Snakemake's jobs, which inherit the variable).
@@ -136,5 +232,9 @@ def pytest_terminal_summary(terminalreporter):
         extra = f"  {len(made):3d} starts, {sum(healthy):7.1f} s to health" if made else ""
         write(f"{total:8.1f} s  {module}{extra}")
     every = [v for made in starts.values() for v in made]
+    run = terminalreporter.config.stash.get(FIRST_RUN, None)
+    if run is not None and run.wall is not None:
+        write(f"the default's first run: {run.wall:.0f} s wall beside the other modules; "
+              f"its tests waited {run.waited:.0f} s for it (in {E2E_MODULE}'s time)")
     write(f"engine starts in all: {len(every)} ({sum(v for v in every if v == v):.0f} s to health); "
           f"tests: {sum(seconds.values()):.0f} s")

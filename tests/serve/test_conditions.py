@@ -6,6 +6,8 @@ import sys
 import threading
 import time
 
+import pytest
+
 from conftest import REPO
 
 from servelab.serve import conditions
@@ -98,6 +100,7 @@ def test_prefix_cache_reset_is_asked_of_every_engine_and_a_missing_endpoint_is_f
     assert MetricsHandler.resets == ["/reset_prefix_cache", "/reset_prefix_cache", "/flush_cache"]
 
 
+@pytest.mark.quiet_host   # reads the whole host's load: runs before the default's first run starts
 def test_cpu_time_of_a_process_outside_the_session_is_seen_and_our_own_is_not():
     spin = "import time\nt = time.time()\nwhile time.time() - t < 1.5: pass"
     # inside: a child of this process (as the in-process client's or lm-eval's work would be)
@@ -132,6 +135,7 @@ def test_annotate_adds_to_a_saved_record_and_keeps_its_raw_files(tmp_path):
     assert (store.path("k") / "bench.json").exists()
 
 
+@pytest.mark.quiet_host   # reads the whole host's load: runs before the default's first run starts
 def test_laps_give_each_point_of_one_process_the_load_from_outside_over_it_alone():
     # an offline runner measures its points one after another: a lap per reported point.
     # Against a first lap with nothing of ours running, so that the test holds on a busy host

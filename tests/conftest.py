@@ -192,26 +192,28 @@ def pytest_configure(config):
         os.environ["SERVELAB_START_LOG"] = path
 
 
-def start_counts(path: str) -> dict[str, list[float]]:
-    """{module: [seconds to health of each engine start; nan where it never became
-    healthy]} (the lifecycle tests' stand-in servers are not engines: left out)."""
-    starts: list[list] = []          # [module, seconds to health]
-    latest: dict[str, int] = {}      # pid -> its latest start (pids are reused)
+def time_accounts(path: str) -> dict[str, dict]:
+    """{module: {"starts": [seconds to health of each engine start; nan where it never
+    became healthy], "measuring": seconds its sessions spent warming up and measuring}}
+    (the lifecycle tests' stand-in servers are not engines: left out)."""
+    accounts: dict[str, dict] = {}
+    latest: dict[str, tuple[list, int]] = {}      # pid -> its latest start (pids are reused)
     try:
         lines = Path(path).read_text().splitlines()
     except OSError:
         lines = []
     for line in lines:
         test, event, pid, detail = (line.split("\t") + ["", "", ""])[:4]
+        account = accounts.setdefault(test.split("::")[0] or "-", {"starts": [], "measuring": 0.0})
         if event == "start" and "standin" not in detail:
-            latest[pid] = len(starts)
-            starts.append([test.split("::")[0] or "-", float("nan")])
+            latest[pid] = (account["starts"], len(account["starts"]))
+            account["starts"].append(float("nan"))
         elif event == "healthy" and pid in latest:
-            starts[latest[pid]][1] = float(detail)
-    by_module: dict[str, list[float]] = {}
-    for module, seconds in starts:
-        by_module.setdefault(module, []).append(seconds)
-    return by_module
+            starts, index = latest[pid]
+            starts[index] = float(detail)
+        elif event == "measured":
+            account["measuring"] += float(detail)
+    return {module: a for module, a in accounts.items() if a["starts"] or a["measuring"]}
 
 
 def pytest_terminal_summary(terminalreporter):
@@ -223,18 +225,22 @@ def pytest_terminal_summary(terminalreporter):
                 seconds[module] = seconds.get(module, 0.0) + report.duration
     if not seconds:
         return
-    starts = start_counts(os.environ.get("SERVELAB_START_LOG", ""))
+    accounts = time_accounts(os.environ.get("SERVELAB_START_LOG", ""))
     write = terminalreporter.write_line
-    terminalreporter.section("where the time went (per module; engine starts: count, seconds to health)")
+    terminalreporter.section("where the time went (per module; engine starts: count, seconds to health; "
+                             "seconds measuring)")
     for module, total in sorted(seconds.items(), key=lambda kv: -kv[1]):
-        made = starts.get(module, [])
-        healthy = [v for v in made if v == v]
-        extra = f"  {len(made):3d} starts, {sum(healthy):7.1f} s to health" if made else ""
+        extra = ""
+        if account := accounts.get(module):
+            healthy = [v for v in account["starts"] if v == v]
+            extra = (f"  {len(account['starts']):3d} starts, {sum(healthy):7.1f} s to health, "
+                     f"{account['measuring']:6.1f} s measuring")
         write(f"{total:8.1f} s  {module}{extra}")
-    every = [v for made in starts.values() for v in made]
+    every = [v for a in accounts.values() for v in a["starts"]]
+    measuring = sum(a["measuring"] for a in accounts.values())
     run = terminalreporter.config.stash.get(FIRST_RUN, None)
     if run is not None and run.wall is not None:
         write(f"the default's first run: {run.wall:.0f} s wall beside the other modules; "
               f"its tests waited {run.waited:.0f} s for it (in {E2E_MODULE}'s time)")
     write(f"engine starts in all: {len(every)} ({sum(v for v in every if v == v):.0f} s to health); "
-          f"tests: {sum(seconds.values()):.0f} s")
+          f"measuring: {measuring:.0f} s; tests: {sum(seconds.values()):.0f} s")

@@ -47,12 +47,12 @@ def exit_words(code: int) -> str:
     return f"exited with code {code}"
 
 
-# where each server start and its time to health is noted, when set (the test suite's
-# account of engine starts: tests/conftest.py)
+# where each server start and its time to health, and each session's measuring time, is
+# noted, when set (the test suite's account of where its time went: tests/conftest.py)
 START_LOG = "SERVELAB_START_LOG"
 
 
-def note_start(event: str) -> None:
+def note_event(event: str) -> None:
     if path := os.environ.get(START_LOG):
         with open(path, "a") as out:
             out.write(f"{os.environ.get('PYTEST_CURRENT_TEST', '-')}\t{event}\n")
@@ -109,7 +109,7 @@ class Server:
                 stdin=subprocess.PIPE if self.gated else subprocess.DEVNULL, env=env,
                 start_new_session=True,
             )
-        note_start(f"start\t{self.proc.pid}\t{' '.join(self.command[1:4])}")
+        note_event(f"start\t{self.proc.pid}\t{' '.join(self.command[1:4])}")
 
     def grant(self, devices: list[str]) -> None:
         """Let a gated server go on, on `devices`; its start-up is counted from here."""
@@ -182,7 +182,7 @@ class Server:
             try:
                 if requests.get(f"{self.base_url}/health", timeout=2).status_code == 200:
                     self.healthy_after_s = time.monotonic() - self.started_at
-                    note_start(f"healthy\t{self.proc.pid}\t{self.healthy_after_s:.2f}")
+                    note_event(f"healthy\t{self.proc.pid}\t{self.healthy_after_s:.2f}")
                     return self.healthy_after_s
             except requests.RequestException:
                 pass

@@ -34,7 +34,7 @@ from servelab.serve.launch import (Fleet, Guest, Launch, guest_launch, hold_gpus
 from servelab.serve.measurement import check_drift, measure_points, warm_up
 from servelab.serve.offline_session import measure_offline
 from servelab.serve.point_identity import identified, point_identity
-from servelab.serve.server import ServerError, terminate_on_sigterm
+from servelab.serve.server import ServerError, note_event, terminate_on_sigterm
 from servelab.serve.session_spec import SessionSpec
 from servelab.serve.store import PointStore
 
@@ -244,6 +244,7 @@ def run(spec: SessionSpec, view_path: str | Path, retry_failed: bool = False,
                 f"{timing['warmup_s']}s, client points {timing['points_s']}s"
                 + (f" (repeats after the first: {timing['repeats_s']}s)" if timing["repeats_s"] else "")
                 + (f"; its guests' points {guest_wall:.1f}s more" if hosted else ""))
+            note_event(f"measured\t{os.getpid()}\t{timing['warmup_s'] + timing['points_s'] + guest_wall:.2f}")
     view = [store.load(key) for key, _, _ in points]
     write_text(view_path, json.dumps(view, indent=2, sort_keys=True, default=str))
     if text := failure.summary([r for r in view if r.get("failure")]):

@@ -27,7 +27,7 @@ class VLLM:
     fatal_lines = ("Engine core initialization failed", "EngineCore failed to start", "Worker failed",
                    "died unexpectedly", "EngineDeadError")
     # its engine processes, by the titles vLLM gives them
-    engine_processes = ("VLLM::EngineCore", "VLLM::Worker")
+    engine_processes = {"VLLM::EngineCore": "vLLM engine core", "VLLM::Worker": "vLLM worker"}
     info_path = None
 
     def serve_command(self, model: str, port: int, knobs: dict, served_name: str) -> list[str]:
@@ -70,7 +70,8 @@ class SGLang:
     # sglang/srt/managers/*: "Scheduler hit an exception: ...", likewise the detokenizer,
     # tokenizer manager and data-parallel controller; the launcher's "Received sigquit"
     fatal_lines = ("hit an exception", "Received sigquit from a child process")
-    engine_processes = ("sglang::scheduler", "sglang::detokenizer", "sglang::data_parallel")
+    engine_processes = {"sglang::scheduler": "SGLang scheduler", "sglang::detokenizer": "SGLang detokenizer",
+                        "sglang::data_parallel": "SGLang data-parallel controller"}
     # its server's facts as structured data: max_total_num_tokens (the KV pool's tokens)
     info_path = "/server_info"
 

@@ -7,7 +7,14 @@ benchmark client or offline benchmark that reports an error. Such a point is sto
 with its reason (a row with `valid` false) and not measured again unless the user asks
 (`retry_failed: true`). A *transient* failure (killed by a signal: a time limit,
 preemption, Ctrl-C, the OOM killer; a start-up that outlasts its timeout) fails the
-job, so that a rerun or Snakemake's retries measure the point.
+job, so that a rerun or Snakemake's retries measure the point. So does an engine process
+(vLLM's engine core or workers, SGLang's scheduler) that dies by a signal or vanishes
+without an exception of its own, and any death whose cause cannot be told: a rerun costs
+a start, a wrong failed row costs a wrong table.
+
+The reason is always the failing process's own exception, never a wrapper pointing back
+at it ("See root cause above") nor a traceback logged at WARNING (vLLM 0.26 logs an
+optional import's ModuleNotFoundError on every start).
 """
 
 from __future__ import annotations
@@ -20,8 +27,14 @@ from pathlib import Path
 # "(EngineCore pid=12) " and its logger's "ERROR 11-22 21:47:47 [core.py:1510] "
 EXCEPTION = re.compile(r"^(?:\(\S+ pid=\d+\)\s+)?(?:[A-Z]+ \d\d-\d\d [\d:]+ \[[^\]]*\]\s+)?"
                        r"((?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception)): (.+)$")
-# wrappers that only point back at the root cause printed before them
-WRAPPERS = ("See root cause above", "Engine core initialization failed")
+# wrappers that only point back at the root cause printed before them (or that an engine
+# died without one: vLLM's EngineDeadError after its engine core was killed)
+WRAPPERS = ("See root cause above", "Engine core initialization failed", "See stack trace (above)",
+            "EngineCore encountered an issue")
+# a line logged below ERROR is never the reason, whatever exception it quotes
+QUIET_LINE = re.compile(r"^(?:\(\S+ pid=\d+\)\s+)?(?:WARNING|INFO|DEBUG)\s")
+# argparse's refusal, "vllm: error: unrecognized arguments: --foo" (exit code 2)
+ARGPARSE_ERROR = re.compile(r"^(?:\(\S+ pid=\d+\)\s+)?[\w.-]+: error: (.+)$")
 ERROR_LINE = re.compile(r"\bERROR\b")
 # pydantic's "1 validation error for SpeculativeConfig": the reason is on the next line
 PYDANTIC_HEADER = re.compile(r"^\d+ validation errors? for \w+$")
@@ -46,13 +59,14 @@ def is_deterministic(exit_code: int | None) -> bool:
     return exit_code is not None and exit_code > 0
 
 
-def engine_reason(text: str) -> str | None:
-    """The engine's own reason in a log: its first exception line that is not a
-    wrapper pointing elsewhere, else its last ERROR line."""
-    errors = []
+def own_exception(text: str) -> str | None:
+    """The first exception a process of the log raised of its own: not a wrapper pointing
+    elsewhere, not quoted in a WARNING or INFO line; or argparse's refusal. None if none."""
     lines = text.splitlines()
     for n, raw in enumerate(lines):
         line = raw.strip()
+        if QUIET_LINE.match(line):
+            continue
         if m := EXCEPTION.match(line):
             if any(w in m[2] for w in WRAPPERS):
                 continue
@@ -61,9 +75,43 @@ def engine_reason(text: str) -> str | None:
                 detail = PROCESS_TAG.sub("", lines[n + 1].strip()).split(" [type=")[0]
                 reason += f": {detail}"
             return reason
-        if ERROR_LINE.search(line):
-            errors.append(line)
+        if m := ARGPARSE_ERROR.match(line):
+            return f"argument error: {m[1]}"
+    return None
+
+
+def engine_reason(text: str) -> str | None:
+    """The engine's own reason in a log: its own exception, else its last ERROR line."""
+    if reason := own_exception(text):
+        return reason
+    errors = [line.strip() for line in text.splitlines() if ERROR_LINE.search(line) and not QUIET_LINE.match(line.strip())]
     return errors[-1] if errors else None
+
+
+class TransientFault(RuntimeError):
+    """A fault of the moment (a process killed, a death with no cause of its own): the job
+    fails, nothing is stored, a plain rerun measures the points it lost."""
+
+
+def server_reason(log_text: str, exit_code: int | None, engine_died: str | None) -> str | None:
+    """The engine's own reason when a server's death is data (it raised, or refused its
+    configuration), None when it is transient: its front killed by a signal, not healthy in
+    time with its engine alive, or no exception of its own in the log (`log_text`: the
+    part written since the points it failed began, for a death under load)."""
+    if exit_code is not None and exit_code < 0:
+        return None
+    if exit_code is None and not engine_died:
+        return None
+    return own_exception(log_text)
+
+
+def transient_words(gone: tuple[str, int] | None, exit_words: str, during: str) -> str:
+    """What a transient death was, e.g. 'vLLM engine core pid 8467 killed (no exception of
+    its own; SIGKILL/OOM?) during client point request_rate=1'."""
+    if gone:
+        name, pid = gone
+        return f"{name} pid {pid} killed (no exception of its own; SIGKILL/OOM?) {during}"
+    return f"server {exit_words} {during} with no exception of its own"
 
 
 def log_reason(path: str | Path, fallback: str) -> str:
@@ -96,4 +144,18 @@ def summary(records: list[dict]) -> str:
     for (exp, stage, reason), points in sorted(by_reason.items()):
         names = ", ".join(sorted(set(points)))
         lines.append(f"  {exp} [{names}] {stage}: {reason}")
+    return "\n".join(lines)
+
+
+# a session's note of the transient fault that failed its job (beside its server log)
+TRANSIENT_NOTE = "transient.json"
+
+
+def transient_summary(notes: list[dict]) -> str:
+    """A few lines for the end of a run: the jobs a transient fault failed, and what a rerun does."""
+    if not notes:
+        return ""
+    lines = [f"servelab: {len(notes)} session(s) failed by a transient fault (not stored as failed points; "
+             f"a plain rerun measures the {sum(n['lost_points'] for n in notes)} point(s) they lost):"]
+    lines += [f"  {n['experiment']} [{n['server_point']}] {n['what']}" for n in notes]
     return "\n".join(lines)

@@ -91,6 +91,10 @@ class Fleet:
             server.wait_healthy(timeout_s, progress)
         return time.monotonic() - self.servers[0].started_at
 
+    def dead(self) -> bool:
+        """Any of its processes exited, or any engine shows its death."""
+        return any(s.proc is not None and (s.proc.poll() is not None or s.engine_death()) for s in self.servers)
+
     def check_alive(self, during: str) -> None:
         for server in self.servers:
             server.check_alive(during if len(self.servers) == 1 else f"({server.log.stem}) {during}")

@@ -3,8 +3,12 @@ the prefix cache reset before each, the benchmark or lm-eval client, and the dri
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -44,6 +48,52 @@ def warm_up(launch: Launch, first: dict | None, out_dir: Path) -> dict | None:
     launch.timing["warmup_s"] += warmup["duration_s"]
     log(f"warm-up: {warmup['completed']}/{spec.warmup_prompts} requests in {warmup['duration_s']}s")
     return warmup
+
+
+class EngineDied(BaseException):
+    """Raised in the main thread by the death watch (a BaseException: no client swallows it)."""
+
+
+@contextlib.contextmanager
+def death_watch(launch: Launch, during: str, poll_s: float = 0.5):
+    """While a benchmark client runs (in this, the main thread): once the fleet shows a
+    death, interrupt the client, so that the point ends within a second of it and not at
+    the end of its arrival schedule (a client sends its requests on, each refused). The
+    watch signals its own process (SIGUSR1): the handler raises in the main thread, also
+    out of an event loop waiting in select()."""
+    active, fired, lock = threading.Event(), threading.Event(), threading.Lock()
+
+    def on_signal(signum, frame):
+        if fired.is_set():
+            raise EngineDied(during)
+
+    def watch():
+        while active.is_set():
+            if launch.fleet.dead():
+                with lock:
+                    if active.is_set():
+                        fired.set()
+                        os.kill(os.getpid(), signal.SIGUSR1)
+                return
+            time.sleep(poll_s)
+
+    previous = signal.signal(signal.SIGUSR1, on_signal)
+    active.set()
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+    try:
+        try:
+            yield
+        finally:
+            with lock:
+                active.clear()
+            thread.join()
+            time.sleep(0.01)   # a signal sent just before `active` was cleared lands here
+    except EngineDied:
+        launch.fleet.check_alive(during)   # raises ServerError: what died, how
+        raise RuntimeError(f"the engine died {during}")
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
 
 
 def reset_cache(launch: Launch) -> bool | None:
@@ -135,7 +185,8 @@ def run_bench(launch: Launch, knobs: dict, raw_dir: Path):
     bench_log = launch.session_dir / "bench.log"
     offset = bench_log.stat().st_size if bench_log.exists() else 0
     try:
-        launch.client.run(argv, bench_log)
+        with death_watch(launch, f"during client point {launch.point_name(knobs)}"):
+            launch.client.run(argv, bench_log)
     except Exception as exc:
         launch.fleet.check_alive(f"during client point {launch.point_name(knobs)}")
         # the server is up: the client's own error (kept), e.g. a request the server rejects

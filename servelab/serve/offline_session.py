@@ -85,8 +85,10 @@ def measure_offline(launch: Launch, missing: list[tuple[str, dict, dict]], guest
         if unreported:
             message = f"{spec.engine} {spec.tool} exited with code {code} before {len(unreported)} point(s); " \
                       f"log: {runner.log}"
-            if not failure.is_deterministic(code):
-                raise RuntimeError(f"{message}\n{log_tail(runner.log)}")
+            # killed, or exited with no exception of its own (its engine killed under it): transient
+            if not failure.is_deterministic(code) or failure.own_exception(log_tail(runner.log, lines=100_000)) is None:
+                raise failure.TransientFault(f"{message}: transient, nothing stored for them; a plain rerun "
+                                             f"measures them\n{log_tail(runner.log)}")
             for plan_key in unreported:
                 owner, key, knobs, identity = points[plan_key][:4]
                 owner.save_failure((key, knobs, identity), failure.PointFailed(
@@ -101,6 +103,10 @@ def offline_reason(log_path: Path, key: str, error: str, seen: dict[str, str]) -
         return seen[error]
     text = log_tail(log_path, lines=100_000)
     part = text[text.find(f"{offline_plan.POINT_MARK}{key}"):] if f"{offline_plan.POINT_MARK}{key}" in text else ""
+    if failure.own_exception(part) is None and failure.own_exception(error) is None:
+        # only a wrapper (EngineDeadError after its engine core was killed): not the point's fault
+        raise failure.TransientFault(f"{key}: {error}: no exception of its own (its engine killed?): transient, "
+                                     f"a plain rerun measures it; log: {log_path}")
     seen[error] = failure.engine_reason(part) or error
     return seen[error]
 

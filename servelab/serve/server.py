@@ -10,6 +10,7 @@ import os
 import signal
 import socket
 import subprocess
+import threading
 import time
 from datetime import datetime
 from pathlib import Path
@@ -29,12 +30,24 @@ class ServerError(RuntimeError):
     """The server failed to start, or died while it was being measured. `exit_code`:
     the server's own exit code (negative: killed by that signal; None: still running,
     e.g. not healthy in time). `engine_died`: what showed its engine dead (a fatal line
-    of its log, an engine process gone) while its front process may still have run."""
+    of its log, an engine process gone) while its front process may still have run;
+    `gone`: (name, pid) of the engine process seen alive that vanished; `during`: when."""
 
     def __init__(self, message: str, exit_code: int | None = None, log: Path | None = None,
-                 engine_died: str | None = None):
+                 engine_died: str | None = None, gone: tuple[str, int] | None = None,
+                 during: str = "", log_offset: int = 0):
         super().__init__(message)
         self.exit_code, self.log, self.engine_died = exit_code, log, engine_died
+        self.gone, self.during, self.log_offset = gone, during, log_offset
+
+    def log_text(self) -> str:
+        """The server log from where the failed stage began (its health, under load)."""
+        try:
+            with open(self.log, "rb") as f:
+                f.seek(self.log_offset)
+                return f.read().decode(errors="replace")
+        except (OSError, TypeError):
+            return ""
 
 
 def exit_words(code: int) -> str:
@@ -79,7 +92,15 @@ class Server:
                  engine_processes: tuple = ()):
         self.command = command
         # the engine's own signs of death (servelab.engines.registry): lines, process titles
-        self.fatal_lines, self.engine_processes = tuple(fatal_lines), tuple(engine_processes)
+        # (a {title prefix: name} map, e.g. {"VLLM::EngineCore": "vLLM engine core"})
+        self.fatal_lines = tuple(fatal_lines)
+        self.process_names = dict(engine_processes) if isinstance(engine_processes, dict) else \
+            {title: title for title in engine_processes}
+        self.engine_processes = tuple(self.process_names)
+        self.gone: tuple[str, int] | None = None   # (name, pid) of an engine process that vanished
+        self.death: str | None = None
+        self.death_lock = threading.Lock()
+        self.healthy_log_offset = 0   # the log's size at health: what an under-load death wrote follows
         self.log_offset = 0
         self.seen_engine: dict[int, str] = {}   # pid -> title of its engine processes seen alive
         self.descendants: dict[int, str] = {}   # pid -> start time of every process it started
@@ -143,12 +164,32 @@ class Server:
             raise ServerError(
                 f"{what} {during}{f' (engine dead: {died})' if died else ''}; log: {self.log}\n"
                 f"--- last lines of the server log ---\n{log_tail(self.log)}",
-                exit_code=code, log=self.log, engine_died=died,
+                exit_code=code, log=self.log, engine_died=died, gone=self.gone, during=during,
+                log_offset=self.healthy_log_offset if self.healthy_after_s is not None else 0,
             )
 
     def engine_death(self) -> str | None:
         """What shows the engine dead while its front process runs: a fatal line new in its
-        log since the last look, or one of its engine processes seen before now gone."""
+        log since the last look, or one of its engine processes seen before now gone. Once
+        seen, it is kept (the death watch and the session both ask); safe from two threads."""
+        with self.death_lock:
+            if self.death is None:
+                self.death = self._look_for_death()
+            return self.death
+
+    def _look_for_death(self) -> str | None:
+        gone = None
+        if self.engine_processes:   # first: a process gone is named even after its fatal line
+            alive = group_processes(self.proc.pid)
+            for pid, title in alive.items():
+                if title.startswith(self.engine_processes):
+                    self.seen_engine[pid] = title
+            self.descendants.update({pid: start_time(pid) for pid in alive})
+            for pid, title in self.seen_engine.items():
+                if pid not in alive:
+                    self.gone = (next(n for t, n in self.process_names.items() if title.startswith(t)), pid)
+                    gone = f"engine process {title} (pid {pid}) is gone"
+                    break
         if self.fatal_lines:
             try:
                 with open(self.log, "rb") as f:
@@ -161,17 +202,8 @@ class Server:
             self.log_offset += len(whole)
             for line in whole.decode(errors="replace").splitlines():
                 if any(marker in line for marker in self.fatal_lines):
-                    return f"fatal line: {line.strip()[:300]}"
-        if self.engine_processes:
-            alive = group_processes(self.proc.pid)
-            for pid, title in alive.items():
-                if title.startswith(self.engine_processes):
-                    self.seen_engine[pid] = title
-            self.descendants.update({pid: start_time(pid) for pid in alive})
-            for pid, title in self.seen_engine.items():
-                if pid not in alive:
-                    return f"engine process {title} (pid {pid}) is gone"
-        return None
+                    return f"fatal line: {line.strip()[:300]}" + (f"; {gone}" if gone else "")
+        return gone
 
     def wait_healthy(self, timeout_s: float, progress=print) -> float:
         """Poll /health until it answers 200; return seconds from launch."""
@@ -182,6 +214,7 @@ class Server:
             try:
                 if requests.get(f"{self.base_url}/health", timeout=2).status_code == 200:
                     self.healthy_after_s = time.monotonic() - self.started_at
+                    self.healthy_log_offset = self.log.stat().st_size
                     note_event(f"healthy\t{self.proc.pid}\t{self.healthy_after_s:.2f}")
                     return self.healthy_after_s
             except requests.RequestException:

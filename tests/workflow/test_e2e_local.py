@@ -342,11 +342,55 @@ def test_named_configurations_and_refused_ones_are_rows(workdir, first_run):
     assert "study_refused [suffix8]" in proc.stderr and "Arctic Inference" in proc.stderr
 
 
-def test_failed_points_are_kept_until_retry_failed_is_asked_for(workdir, first_run):
-    args = [*LOCAL, "refused.yaml"]
-    assert "Nothing to be done" in snakemake(workdir, *args, "-n").stdout
-    retry = rules_to_run(workdir, *args, "--config", "retry_failed=true")
-    assert retry["session"] == 1 and retry["metrics_table"] == 1
+def faulty_study(workdir: Path, flag: Path) -> dict:
+    """A study whose engine raises once, under load, when `flag` appears (tests/helpers/fault_once.py)."""
+    return {"run": ["study_fault"], "experiments": {"study_fault": {
+        "title": "An engine that raises under load", "engine": "vllm", "model": "tiny_llama", "dataset": "random",
+        "server": {"args": {"max_model_len": 1024, "enforce_eager": True,
+                            "logits_processors": ["fault_once:RaiseOnce"]},
+                   "env": {"PYTHONPATH": str(workdir / "tests/helpers"), "SERVELAB_FAULT_FILE": str(flag)}},
+        "drift_check": False,
+        "client": {"args": {"num_prompts": 8, "seed": 0, "random_input_len": 64, "random_output_len": 32},
+                   "grid": {"request_rate": ["inf", 8, 4]}},
+        "figures": {"throughput": {"title": "Output throughput per load", "x": "request_rate",
+                                   "y": "output_throughput_tps", "xlabel": "Request rate (req/s)",
+                                   "ylabel": "Output throughput (tokens/s)"}}}}}
+
+
+def test_an_engine_that_raises_under_load_is_data_until_retry_failed_measures_it(workdir, first_run):
+    """The engine's own exception fails the points it left (rows with that reason, run exit 0);
+    a plain rerun keeps them; `retry_failed=True` measures exactly them again, valid."""
+    flag = workdir / "fault.flag"
+    args = with_overlay(workdir, "fault.yaml", faulty_study(workdir, flag))
+    store = workdir / "results/study_fault/store"
+    run = subprocess.Popen([sys.executable, "-m", "snakemake", *args], cwd=workdir,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 600
+    while not list(store.glob("*/record.json")):   # the first point (inf) is in
+        assert run.poll() is None, run.stdout.read()
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    flag.touch()
+    out, _ = run.communicate(timeout=300)
+    assert run.returncode == 0, out[-3000:]
+    assert not flag.exists(), "the engine never reached the fault"
+    table = pd.read_csv(workdir / "results/study_fault/metrics.csv")
+    failed = table[~table["valid"]]
+    print(f"\nraised under load: {len(failed)} of {len(table)} rows failed: {failed['invalid_reason'].iloc[0]}")
+    assert len(table) == 3 and table.loc[table["request_rate"] == math.inf, "valid"].all() and len(failed) == 2
+    # the engine's own exception, not the wrapper its front raised after it
+    assert (failed["invalid_reason"] == "server exited under load: RuntimeError: servelab test fault: "
+                                        "injected once into the sampler").all(), failed["invalid_reason"]
+    assert "EngineDeadError" not in out.split("point(s) failed")[-1]
+    assert "study_fault [base] server exited under load: RuntimeError: servelab test fault" in out
+    assert "Nothing to be done" in snakemake(workdir, *args, "-n").stdout   # kept as data
+    # measured again on request, in the job (which Snakemake runs in a process of its own)
+    snakemake(workdir, *args, "--config", "retry_failed=True")
+    log = (workdir / "logs/study_fault/base.session.log").read_text()
+    assert "3 client point(s), 1 already measured, 2 to measure" in log
+    again = pd.read_csv(workdir / "results/study_fault/metrics.csv")
+    assert len(again) == 3 and again["valid"].all(), again[["request_rate", "valid", "invalid_reason"]]
+    assert "point(s) failed" not in snakemake(workdir, *args).stderr
 
 
 def test_workload_matrix_rows_per_workload_and_concurrency(workdir, first_run):
@@ -452,7 +496,10 @@ def test_adding_one_rate_measures_exactly_one_point(workdir, first_run):
     assert "Nothing to be done" in snakemake(workdir, *args, "-n").stdout
 
 
-def test_server_killed_mid_sweep_fails_clearly_and_leaves_no_process(workdir, first_run):
+def test_engine_core_killed_mid_sweep_fails_the_job_and_a_plain_rerun_measures_the_rest(workdir, first_run):
+    """vLLM's engine core SIGKILLed while it serves (the OOM killer, a preempted node's clean-up):
+    a fault of the moment, not of the configuration. The job fails within seconds, naming the
+    process; nothing is stored for the lost points; a plain rerun measures them, valid."""
     before = set(stored_records(workdir))
     args = with_overlay(workdir, "kill.yaml", {"experiments": {"week01": {"repeats": 1, "client": {
         "args": {"num_prompts": 15}, "grid": {"request_rate": ["inf", 1]}}}}})
@@ -463,26 +510,33 @@ def test_server_killed_mid_sweep_fails_clearly_and_leaves_no_process(workdir, fi
         assert run.poll() is None, run.stdout.read()
         assert time.monotonic() < deadline
         time.sleep(0.5)
-    leaders = [int(p.split(":")[0]) for p in processes_mentioning(str(workdir))
-               if "servelab.engines.vllm_cli" in p and os.getpgid(int(p.split(":")[0])) == int(p.split(":")[0])]
-    assert len(leaders) == 1, processes_mentioning(str(workdir))
-    os.kill(leaders[0], signal.SIGKILL)
+    cores = [int(p.split(":")[0]) for p in processes_mentioning(str(workdir)) if "VLLM::EngineCore" in p]
+    assert len(cores) == 1, processes_mentioning(str(workdir))
+    os.kill(cores[0], signal.SIGKILL)
+    killed_at = time.monotonic()
     out, _ = run.communicate(timeout=300)
+    took = time.monotonic() - killed_at
+    line = next((l for l in out.splitlines() if f"vLLM engine core pid {cores[0]} killed" in l), None)
+    print(f"\nengine core killed -> run ended after {took:.1f}s, exit code {run.returncode}: {line}")
     assert run.returncode != 0
-    # what happened to the engine, in words: the signal, not a bare exit code
-    assert "server was killed by SIGKILL during client point request_rate=1" in out, out[-3000:]
+    assert line and "(no exception of its own; SIGKILL/OOM?) during client point request_rate=1" in line, out[-3000:]
+    assert "session(s) failed by a transient fault" in out and "a plain rerun measures the 1 point(s)" in out
+    assert "point(s) failed and are in the tables" not in out
     assert processes_mentioning(str(workdir)) == []
-    # what was measured before the crash is kept; the crashed point is not
+    assert took < 60, took
+    # what was measured before the kill is kept; nothing is stored for the lost point
     new = [r for k, r in stored_records(workdir).items() if k not in before]
     assert [r["client_knobs"]["request_rate"] for r in new] == ["inf"]
-    # a killed server is transient: a plain rerun, with two more rates configured, measures
-    # what is missing and the table holds exactly the configured points
+    # a plain rerun, with two more rates configured, measures the lost point and the new
+    # ones: the table holds exactly the configured points, every one valid
     more = with_overlay(workdir, "kill_more.yaml", {"experiments": {"week01": {"repeats": 1, "client": {
         "args": {"num_prompts": 15}, "grid": {"request_rate": ["inf", 1, 2, 4]}}}}})
     snakemake(workdir, *more)
-    assert_table_matches_config(workdir, "week01", more)
+    log = (workdir / "logs/week01/base.session.log").read_text()
+    assert "4 client point(s), 1 already measured, 3 to measure" in log
+    table = assert_table_matches_config(workdir, "week01", more)
+    assert table["valid"].all()
     assert "Nothing to be done" in snakemake(workdir, *more, "-n").stdout
-
 
 
 def test_interrupted_snakemake_then_a_plain_rerun_completes_the_table(workdir, first_run):

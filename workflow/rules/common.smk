@@ -1,4 +1,5 @@
 # Config validation and the helper functions every rule file uses.
+import json
 import os
 import sys
 import time
@@ -77,6 +78,10 @@ RUN_STARTED = time.time()
 def report_failed_points():
     views = [f"results/{name}/sessions/{sp}.json" for name in EXPERIMENTS for sp in SERVER_POINTS[name]]
     if text := failure.summary(failure.failed_records(views)):
+        print(text, file=sys.stderr)
+    notes = [json.loads(p.read_text()) for p in Path("results").glob(f"*/store/sessions/*/{failure.TRANSIENT_NOTE}")
+             if p.stat().st_mtime >= RUN_STARTED]
+    if text := failure.transient_summary(notes):
         print(text, file=sys.stderr)
 
 

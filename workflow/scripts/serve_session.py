@@ -52,5 +52,8 @@ with tee_stderr(snakemake.log[0]):
     # on one machine (no SLURM): GPUs disjoint from the other running jobs', claimed once the
     # engine has imported where it can start before (servelab.engines.prestart)
     with JobGpus(int(getattr(snakemake.resources, "gpu", 0) or 0), progress=log) as gpus:
-        run(spec, snakemake.output[0], retry_failed=bool(snakemake.params.retry_failed), guests=guests,
+        # the config, not the params: in a job of its own the params function reads a view
+        # Snakemake has already removed (it reran the job because the view held failures)
+        retry = bool(snakemake.params.retry_failed or snakemake.config.get("retry_failed"))
+        run(spec, snakemake.output[0], retry_failed=retry, guests=guests,
             gpus=gpus)

@@ -185,7 +185,7 @@ def session_timing(spec: SessionSpec, launch: Launch, wall_s: float, shared: dic
     return {"experiment": spec.experiment, "server_point": spec.server_point, "kind": spec.kind,
             "wall_s": round(wall_s, 2), **{k: round(v, 2) for k, v in launch.timing.items()},
             **({"shared_engine": shared} if shared else {}),
-            **({"gpu_wait_s": round(launch.gpu_wait_s, 2)} if launch.gpu_wait_s else {}),
+            **({"gpu_wait_s": round(launch.gpu_wait_s, 2)} if round(launch.gpu_wait_s, 2) else {}),
             **({"gpus": gpus, "host": socket.gethostname()} if gpus else {})}
 
 
@@ -225,8 +225,11 @@ def run(spec: SessionSpec, view_path: str | Path, retry_failed: bool = False,
     if missing or hosted:
         short = gpus.shortfall() if gpus is not None else None
         prestart = not short and prestarts(spec, gpus)
+        waited = 0.0
         if gpus is not None and not prestart and not short:
-            gpus.take()
+            waited = time.monotonic()
+            gpus.take()   # blocks while other jobs hold the GPUs: not this session's time
+            waited = time.monotonic() - waited
         session_name, session_dir = new_session_dir(spec)
         with tempfile.TemporaryDirectory(prefix="servelab-") as tmpdir:
             # `{session_dir}` in an env value: a per-session path (e.g. LMCache's disk tier)
@@ -236,6 +239,7 @@ def run(spec: SessionSpec, view_path: str | Path, retry_failed: bool = False,
                 env.update(ENGINES[spec.engine].reset_cache_env)
             launch = Launch(spec, store, hardware, session_name, session_dir, tmpdir, env,
                             gpus=gpus if prestart else None)
+            launch.gpu_wait_s += waited
             if short:   # a failed row that says so; the rest of the run goes on
                 fail_all(launch, missing, hosted, failure.PointFailed("GPUs", short))
             else:

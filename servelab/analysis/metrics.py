@@ -152,6 +152,9 @@ def point_row(record: dict, bench: dict | None) -> dict:
         **(bench_row(bench) if bench is not None else {}),
         "server_startup_s": record.get("server_startup_s"),
         **server_facts_columns(record.get("server_facts") or {}, server.get("block_size")),
+        # the capacity plan beside what the engine reported (servelab.fetch.capacity)
+        "plan_weights_gib": (record.get("capacity_plan") or {}).get("weights_gib"),
+        "plan_kv_cache_tokens": (record.get("capacity_plan") or {}).get("kv_cache_tokens"),
         "peak_rss_gib": record.get("peak_rss_gib"),
         "peak_gpu_mem_gib": record.get("peak_gpu_mem_gib"),
         **conditions_columns(record),

@@ -161,6 +161,7 @@ class Launch:
     warmup: dict | None = None
     gpus: JobGpus | None = None   # claimed once its pre-started processes have imported (hold_gpus)
     gpu_wait_s: float = 0.0
+    plan: dict | None = None   # the capacity plan it started under (servelab.fetch.capacity)
     shared_from: dict | None = None   # on another experiment's engine: its experiment, point, session
     offline_reasons: dict = field(default_factory=dict)   # runner error -> the engine's own reason
     # where the session's time went: server start-ups, warm-ups, client points (seconds), and
@@ -185,7 +186,8 @@ class Launch:
                                self.engine.distributions, self.serve_cmd, client_command, self.startup_s,
                                wall_s, self.facts),
                 "repeat": identity.get("repeat", 0), "warmup": self.warmup,
-                **({"shared_engine": self.shared_from} if self.shared_from else {}), **(extra or {})}
+                **({"shared_engine": self.shared_from} if self.shared_from else {}),
+                **({"capacity_plan": self.plan} if self.plan else {}), **(extra or {})}
 
     def save_failure(self, point: tuple[str, dict, dict], failure: "failure.PointFailed") -> None:
         key, knobs, identity = point

@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 from servelab.engines import environment
+from servelab.fetch import capacity
 from servelab.serve import failure, monitors, server_log
 from servelab.serve.load_search import SearchPoints
 from servelab.run import provenance
@@ -224,6 +225,10 @@ def run(spec: SessionSpec, view_path: str | Path, retry_failed: bool = False,
                                                f"({len(g.missing)} point(s))" for g in hosted))
     if missing or hosted:
         short = gpus.shortfall() if gpus is not None else None
+        # what the engine would refuse for want of memory, said before any start or GPU claim
+        plan = None if short else capacity.plan_here(spec.model_path, spec.engine, spec.server_knobs, spec.env)
+        if plan and not plan.fits:
+            short = f"does not fit ({plan.memory}): {plan.why}"
         prestart = not short and prestarts(spec, gpus)
         waited = 0.0
         if gpus is not None and not prestart and not short:
@@ -240,8 +245,10 @@ def run(spec: SessionSpec, view_path: str | Path, retry_failed: bool = False,
             launch = Launch(spec, store, hardware, session_name, session_dir, tmpdir, env,
                             gpus=gpus if prestart else None)
             launch.gpu_wait_s += waited
+            launch.plan = plan.as_dict() if plan else None
             if short:   # a failed row that says so; the rest of the run goes on
-                fail_all(launch, missing, hosted, failure.PointFailed("GPUs", short))
+                stage = "capacity plan" if plan and not plan.fits else "GPUs"
+                fail_all(launch, missing, hosted, failure.PointFailed(stage, short))
             else:
                 (measure_offline if spec.kind == "offline" else measure)(launch, missing, hosted)
             points = search.replay() if spec.load_search else points

@@ -314,7 +314,9 @@ REFUSED = {"run": ["study_refused"], "experiments": {"study_refused": {
     "title": "A study with a refused configuration", "engine": "vllm", "model": "tiny_llama", "dataset": "random",
     "server": {"args": {"max_model_len": 1024, "enforce_eager": True},
                "configs": {"baseline": {}, "suffix8": {"speculative_config": {"method": "suffix",
-                                                                              "num_speculative_tokens": 8}}}},
+                                                                              "num_speculative_tokens": 8}},
+                           # a KV cache no host has: the capacity plan refuses it before any start
+                           "kv_beyond_host": {"env": {"VLLM_CPU_KVCACHE_SPACE": 65536}}}},
     "client": {"args": {"num_prompts": 8, "seed": 0, "request_rate": "inf", "random_input_len": 64,
                         "random_output_len": 16}},
     "figures": {"throughput": {"title": "Output throughput per configuration", "x": "server_point",
@@ -337,6 +339,12 @@ def test_named_configurations_and_refused_ones_are_rows(workdir, first_run):
     assert not rows.loc["suffix8", "valid"]
     assert rows.loc["suffix8", "invalid_reason"].startswith(
         "server start-up: ImportError: Arctic Inference is required for suffix decoding")
+    plan = rows.loc["kv_beyond_host", "invalid_reason"]
+    assert not rows.loc["kv_beyond_host", "valid"] and plan.startswith("capacity plan: does not fit (host memory ("), plan
+    assert "KV cache 65536 GiB (VLLM_CPU_KVCACHE_SPACE) exceed host memory" in plan
+    assert not list(workdir.glob("results/study_refused/store/sessions/kv_beyond_host-*/server.log"))   # never started
+    # the plan beside what the engine reported, on the point that served
+    assert rows.loc["baseline", "plan_kv_cache_tokens"] == 2 ** 30 // 1024 and rows.loc["baseline", "kv_cache_tokens"] > 0
     assert (workdir / "results/study_refused/throughput.png").stat().st_size > 10_000
     assert "point(s) failed and are in the tables as valid=false" in proc.stderr
     assert "study_refused [suffix8]" in proc.stderr and "Arctic Inference" in proc.stderr

@@ -1,0 +1,120 @@
+"""`servelab plan`: before any start, does every server point of a run fit its GPUs? For
+each: the weights per GPU, the KV cache's bytes per token, the KV tokens its memory
+fraction leaves, how many max_model_len sequences fit (servelab.fetch.capacity).
+
+    servelab plan config/config.yaml config/gpu-check.yaml [--gpu "NVIDIA H100 80GB HBM3"] [--gpus 4]
+
+GPU memory: `--gpu` (a name as nvidia-smi gives it), else nvidia-smi on this machine, else
+the SLURM profile's `gpu_model` (`--profile profiles/slurm`); the CPU default
+(`device: cpu`) plans against this host's memory. Exit 1 naming each point that cannot fit.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import yaml
+
+from servelab.config.experiments import engine_flags, enabled_experiments, gpus_needed, point_model, server_points
+from servelab.fetch import capacity, dummy_weights
+
+
+def model_config(config: dict, model: str) -> dict | None:
+    """config.json of a model: its shape, the tiny recipe, or a fetched checkpoint's."""
+    spec = config["models"][model]
+    if "shape" in spec:
+        return spec["shape"]["config"]
+    if "tiny" in spec:
+        return capacity.tiny_config(spec["tiny"])
+    path = Path(config.get("paths", {}).get("models", "resources/models")) / model / "config.json"
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def memory_of(args, config: dict) -> tuple[str, float, str, int | None]:
+    """(name, GiB per device, "gpu" or "cpu", GPUs here or None) the plan is made against."""
+    if config.get("device") == "cpu":
+        return "host memory", capacity.host_memory_gib(), "cpu", None
+    here = capacity.visible_gpus()
+    name = args.gpu or (here[0][0] if here else None) or profile_gpu(args.profile)
+    if not name:
+        raise SystemExit("servelab plan: which GPU? No nvidia-smi here: give --gpu 'NVIDIA H100 80GB HBM3' "
+                         "(as nvidia-smi names it) or --profile profiles/slurm (its gpu_model)")
+    mib = here[0][1] if here and not args.gpu else capacity.gpu_memory_mib(name)
+    if mib is None:
+        raise SystemExit(f"servelab plan: GPU {name!r} is not in resources/gpus.yaml; add its memory_mib there")
+    return name, mib / 1024, "gpu", args.gpus or (len(here) or None)
+
+
+def profile_gpu(profile: str | None) -> str | None:
+    if not profile:
+        return None
+    text = yaml.safe_load((Path(profile) / "config.yaml").read_text())
+    for block in [text.get("default-resources") or {}, *(text.get("set-resources") or {}).values()]:
+        if isinstance(block, dict) and block.get("gpu_model"):
+            return str(block["gpu_model"])
+    return None
+
+
+def plan_lines(config: dict, memory: tuple[str, float, str, int | None]) -> tuple[list[str], list[str]]:
+    """(a line per server point, a line per point that cannot fit)."""
+    name, gib, device, gpus_here = memory
+    lines, refused = [], []
+    for exp_name in enabled_experiments(config):
+        exp = config["experiments"][exp_name]
+        if exp["engine"] not in ("vllm", "sglang"):
+            continue
+        env = {**config["engines"][exp["engine"]].get("env", {}), **exp.get("server", {}).get("env", {})}
+        for sp, knobs in server_points(exp).items():
+            model = point_model(exp, knobs)
+            where = f"{exp_name} [{sp}]"
+            shape = model_config(config, model)
+            if shape is None:
+                lines.append(f"{where}: {model} has no shape here (models.{model}.shape, or fetch it first): not planned")
+                continue
+            served = dummy_weights.served_knobs(config, model, engine_flags(knobs)) if "shape" in \
+                config["models"][model] else engine_flags(knobs)
+            plan = capacity.plan_point(shape, exp["engine"], served, memory_gib=gib, memory_name=name,
+                                       device=device, env=env)
+            need = gpus_needed(knobs)
+            if device == "gpu" and gpus_here and need > gpus_here:
+                plan.fits, plan.why = False, f"needs {need} GPUs, {gpus_here} here"
+            lines.append(f"{where} {exp['engine']}, {need if device == 'gpu' else 0} GPU(s) of {plan.memory}: "
+                         f"weights {plan.weights_gib} GiB/GPU, KV {plan.kv_bytes_per_token} B/token/GPU, "
+                         f"KV cache {plan.kv_cache_gib} GiB = {plan.kv_cache_tokens:,} tokens = {plan.sequences} x "
+                         f"max_model_len {plan.max_model_len}: " + ("fits" if plan.fits else f"DOES NOT FIT: {plan.why}"))
+            if not plan.fits:
+                refused.append(f"{where}: {plan.why}")
+    return lines, refused
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    from snakemake.utils import update_config
+
+    from servelab.checks.cross_checks import drop_nulled_sections
+
+    parser = argparse.ArgumentParser(prog="servelab plan", description=__doc__.split("\n\n")[0])
+    parser.add_argument("configs", nargs="*", default=["config/config.yaml"], metavar="CONFIG",
+                        help="config/config.yaml, then overlays, merged in order")
+    parser.add_argument("--gpu", help="the GPU's name as nvidia-smi gives it, e.g. 'NVIDIA H100 80GB HBM3'")
+    parser.add_argument("--gpus", type=int, help="GPUs on the machine (default: nvidia-smi's count, else no limit)")
+    parser.add_argument("--profile", help="a SLURM profile directory whose gpu_model names the GPU")
+    args = parser.parse_args(argv)
+    config: dict = {}
+    for path in args.configs:
+        update_config(config, yaml.safe_load(open(path)))
+    drop_nulled_sections(config)
+    lines, refused = plan_lines(config, memory_of(args, config))
+    for line in lines:
+        print(f"servelab plan: {line}")
+    print(f"servelab plan: {len(lines) - len(refused)} of {len(lines)} server point(s) fit")
+    for line in refused:
+        print(f"servelab plan: cannot fit: {line}", file=sys.stderr)
+    return 1 if refused else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,195 @@
+"""Capacity plan of one server point, before any start: the weights each GPU holds, the
+KV cache's bytes per token, how many tokens (and max_model_len sequences) its memory
+fraction leaves for the KV cache, and whether the engine can start at all.
+
+The arithmetic is the engines' own budget:
+- vLLM: gpu_memory_utilization x the GPU's memory, less the weights on that GPU and the
+  activations' peak that its profiling run reserves; the rest is KV cache, refused at
+  start-up when nothing is left or less than one max_model_len sequence fits;
+- SGLang: mem_fraction_static x the GPU's memory, less the weights (activations live
+  outside that fraction); without the knob, SGLang's own choice;
+- vllm-cpu: VLLM_CPU_KVCACHE_SPACE GiB of KV cache beside the weights in host memory.
+Constants (`ACTIVATION_GIB`, `SGLANG_DEFAULT_FRACTION`) come from the recorded GPU runs
+(tests/data/recorded_gpu, docs/capacity-plan.md), where the plan's error is stated.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import yaml
+
+from servelab.fetch.model_facts import decoder_params
+
+GIB = 2 ** 30
+GPU_SPECS = Path(__file__).resolve().parents[2] / "resources" / "gpus.yaml"
+DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "half": 2, "float32": 4, "float": 4, "auto": None}
+# what vLLM's profiling run holds beside weights and KV cache (activations at the batch
+# budget, the sampler's logits, non-torch allocations), per GPU: the recordings' residue
+# was 0.06-0.59 GiB for dense Llama-3.1-8B at TP 1/2/4, 1.43 GiB for Mixtral-8x7B at TP 2
+ACTIVATION_GIB = {"dense": 0.5, "moe": 1.5}
+VLLM_DEFAULT_FRACTION = 0.9
+# SGLang 0.5.17 chose 0.82-0.86 of an 80 GB H100 for weights + KV cache (recorded runs)
+SGLANG_DEFAULT_FRACTION = 0.82
+
+
+@dataclass
+class PointPlan:
+    memory: str                 # what the memory is: "NVIDIA H100 80GB HBM3 (79.6 GiB)", "host memory (23.5 GiB)"
+    gpus: int                   # GPUs of one replica (tensor x pipeline parallel); 0 on the CPU
+    weights_gib: float          # per GPU (the host's on the CPU)
+    kv_bytes_per_token: int     # per GPU, every layer it holds
+    kv_cache_gib: float
+    kv_cache_tokens: int        # one replica's
+    max_model_len: int
+    sequences: int              # max_model_len sequences the KV cache holds at once
+    fits: bool
+    why: str | None = None      # what does not fit, with the numbers
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def gpu_memory_mib(name: str, specs_file: Path = GPU_SPECS) -> int | None:
+    """memory.total of a GPU by the name nvidia-smi gives it (resources/gpus.yaml)."""
+    for spec in yaml.safe_load(specs_file.read_text()):
+        if spec["match"].lower() in name.lower() and spec.get("memory_mib"):
+            return int(spec["memory_mib"])
+    return None
+
+
+def tiny_config(recipe: dict) -> dict:
+    """The embedded default's tiny Llama recipe (servelab.fetch.tiny_model) as config.json keys."""
+    return {"hidden_size": recipe["hidden_size"], "intermediate_size": recipe["intermediate_size"],
+            "num_hidden_layers": recipe["num_layers"], "num_attention_heads": recipe["num_heads"],
+            "num_key_value_heads": recipe["num_kv_heads"], "vocab_size": recipe["vocab_size"],
+            "max_position_embeddings": recipe["max_position_embeddings"], "torch_dtype": "bfloat16",
+            "tie_word_embeddings": recipe.get("tie_word_embeddings", False)}
+
+
+def _size(knobs: dict, *names) -> int:
+    return next((int(knobs[n]) for n in names if knobs.get(n) is not None), 1)
+
+
+def _quantization(config: dict, knobs: dict) -> tuple[str | None, dict]:
+    q = config.get("quantization_config") or {}
+    return (knobs.get("quantization") or q.get("quant_method")), q
+
+
+def weight_bytes(config: dict, knobs: dict) -> float:
+    """The whole model's weights as served: linear layers at the quantization's width
+    (AWQ/GPTQ: their bits plus a 16-bit scale and a zero point per group; FP8: one byte),
+    embeddings and head at the model's dtype."""
+    params = decoder_params(config)
+    if params is None:
+        raise ValueError("the model's config lacks a decoder's sizes (hidden_size, num_hidden_layers, ...)")
+    width = dtype_bytes(config, knobs)
+    h = config["hidden_size"]
+    embeddings = config["vocab_size"] * h * (1 if config.get("tie_word_embeddings") else 2)
+    linear = params - embeddings
+    method, q = _quantization(config, knobs)
+    if method in ("awq", "gptq", "awq_marlin", "gptq_marlin"):
+        bits, group = q.get("bits", 4), q.get("group_size", 128)
+        linear_bytes = linear * bits / 8 + linear / group * (2 + bits / 8)
+    elif method and "fp8" in method:
+        linear_bytes = linear * 1.0
+    else:
+        linear_bytes = linear * width
+    return linear_bytes + embeddings * width
+
+
+def dtype_bytes(config: dict, knobs: dict) -> int:
+    dtype = knobs.get("dtype") or "auto"
+    return DTYPE_BYTES.get(dtype) or DTYPE_BYTES.get(config.get("torch_dtype") or "bfloat16") or 2
+
+
+def kv_bytes_per_token(config: dict, knobs: dict, tp: int, pp: int) -> int:
+    """K and V of every layer a GPU holds, for one token: KV heads split over TP (each GPU
+    keeps at least one), layers over PP, at the KV cache's dtype."""
+    heads = config["num_attention_heads"]
+    kv_heads = config.get("num_key_value_heads") or heads
+    head_dim = config.get("head_dim") or config["hidden_size"] // heads
+    width = 1 if str(knobs.get("kv_cache_dtype", "auto")).startswith("fp8") else dtype_bytes(config, knobs)
+    layers = -(-config["num_hidden_layers"] // pp)
+    return 2 * layers * max(1, -(-kv_heads // tp)) * head_dim * width
+
+
+def plan_point(config: dict, engine: str, knobs: dict, *, memory_gib: float, memory_name: str,
+               device: str = "gpu", env: dict | None = None) -> PointPlan:
+    """The plan of one server point with `memory_gib` per GPU (the host's on the CPU)."""
+    tp = _size(knobs, "tensor_parallel_size", "tp", "tp_size")
+    pp = _size(knobs, "pipeline_parallel_size", "pp_size")
+    weights = weight_bytes(config, knobs) / GIB / (1 if device == "cpu" else tp * pp)
+    per_token = kv_bytes_per_token(config, knobs, 1 if device == "cpu" else tp, 1 if device == "cpu" else pp)
+    max_len = int(knobs.get("max_model_len") or knobs.get("context_length") or config.get("max_position_embeddings")
+                  or 0)
+    what = f"{memory_name} ({memory_gib:.1f} GiB)"
+    if device == "cpu":
+        kv_gib = float((env or {}).get("VLLM_CPU_KVCACHE_SPACE") or 4)
+        why = None if weights + kv_gib <= memory_gib else \
+            f"weights {weights:.2f} GiB + KV cache {kv_gib:g} GiB (VLLM_CPU_KVCACHE_SPACE) exceed {what}"
+    else:
+        moe = "moe" if (config.get("num_local_experts") or config.get("n_routed_experts")) else "dense"
+        if engine == "sglang":
+            fraction = float(knobs.get("mem_fraction_static") or SGLANG_DEFAULT_FRACTION)
+            knob, reserved = "mem_fraction_static", 0.0
+        else:
+            fraction = float(knobs.get("gpu_memory_utilization") or VLLM_DEFAULT_FRACTION)
+            knob, reserved = "gpu_memory_utilization", ACTIVATION_GIB[moe]
+        budget = fraction * memory_gib
+        kv_gib = budget - weights - reserved
+        why = None if kv_gib > 0 else (
+            f"no memory for the KV cache: {knob} {fraction:g} x {what} = {budget:.1f} GiB, less weights "
+            f"{weights:.2f} GiB per GPU" + (f" and ~{reserved:g} GiB of activations" if reserved else "")
+            + f" = {kv_gib:.1f} GiB")
+    tokens = max(0, int(kv_gib * GIB // per_token))
+    if why is None and max_len and tokens < max_len:
+        why = (f"the KV cache holds {tokens} tokens ({kv_gib:.2f} GiB at {per_token} B/token), fewer than one "
+               f"max_model_len {max_len} sequence")
+    return PointPlan(memory=what, gpus=0 if device == "cpu" else tp * pp, weights_gib=round(weights, 2),
+                     kv_bytes_per_token=per_token, kv_cache_gib=round(max(kv_gib, 0.0), 2), kv_cache_tokens=tokens,
+                     max_model_len=max_len, sequences=tokens // max_len if max_len else 0, fits=why is None, why=why)
+
+
+def visible_gpus() -> list[tuple[str, int]]:
+    """(name, memory.total MiB) of each GPU nvidia-smi lists here; empty without one."""
+    import shutil
+    import subprocess
+
+    if not shutil.which("nvidia-smi"):
+        return []
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=name,memory.total", "--format=csv,noheader,nounits"],
+                             capture_output=True, text=True, timeout=30, check=True).stdout
+    except (subprocess.SubprocessError, OSError):
+        return []
+    rows = [line.rsplit(",", 1) for line in out.splitlines() if "," in line]
+    return [(name.strip(), int(float(mib))) for name, mib in rows]
+
+
+def host_memory_gib() -> float:
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("MemTotal:"):
+            return int(line.split()[1]) / 2 ** 20
+    raise OSError("no MemTotal in /proc/meminfo")
+
+
+def plan_here(model_dir: str | Path, engine: str, knobs: dict, env: dict | None = None) -> PointPlan | None:
+    """A session's plan on the machine it runs on: its first GPU's memory (nvidia-smi), or
+    the host's where there is no GPU; None where the model's config.json cannot be planned
+    (no decoder sizes) or the engine loads no model into GPU memory of its own."""
+    import json
+
+    path = Path(model_dir) / "config.json"
+    if engine not in ("vllm", "sglang") or not path.is_file():
+        return None
+    config = json.loads(path.read_text())
+    if decoder_params(config) is None:
+        return None
+    gpus = visible_gpus()
+    if gpus:
+        name, mib = gpus[0]
+        return plan_point(config, engine, knobs, memory_gib=mib / 1024, memory_name=name)
+    return plan_point(config, engine, knobs, memory_gib=host_memory_gib(), memory_name="host memory",
+                      device="cpu", env=env)

@@ -19,10 +19,18 @@ TTFT_TREND_LIMIT = 2.0
 # |relative change| of the session's first point, measured again at its end, per metric
 # (TTFT p50 over a few dozen requests moves more by chance than ITL or throughput)
 DRIFT_LIMITS = {"p50_ttft_ms": 0.25, "p50_itl_ms": 0.10, "output_throughput": 0.10}
-# cores' worth of CPU time taken by processes outside the session during a point: a quarter
-# of a core, or 5 % of a larger machine (a GPU node's own daemons)
+# Load from outside the session during a point, warned only where it biases the point
+# (measured: docs/measurement-conditions.md, tests/benchmarks/outside_load_calibration.py).
+# On the CPU the engine computes on every core: a quarter of a core taken from it moves the
+# point (a second clone beside the default: ITL +19 %), so more than that is warned.
 OUTSIDE_CPU_LIMIT = 0.25
-OUTSIDE_CPU_SHARE = 0.05
+# On a GPU the session keeps about one core busy and the rest of the machine is idle. On 4x
+# H100 (64 logical cores, 2026-11-27): three neighbour sessions (4.2 cores) and 32 CPU hogs
+# (52 % of the cores busy) moved nothing beyond run-to-run noise; 56 hogs (90 % busy: the
+# hogs share the session's physical cores) moved TTFT p50 +34 % (16 noise sd), 64 hogs ITL
+# +9 %. Warned, on the safe side of that bracket, once the outside's load and the session's
+# together keep more than this share of the machine's cores busy.
+GPU_BUSY_SHARE_MAX = 0.6
 
 
 def ttft_trend(bench: dict) -> float | None:
@@ -90,16 +98,33 @@ def condition_warnings(row: dict) -> list[str]:
         drift = row.get(f"drift_{metric}_pct")
         if drift is not None and abs(drift) > 100 * limit:
             warnings.append(f"the session drifted: its first point measured again moved {metric} {drift:+.0f} %")
-    outside = row.get("outside_cpu_cores")
-    limit = max(OUTSIDE_CPU_LIMIT, OUTSIDE_CPU_SHARE * (row.get("machine_cores") or 0))
-    if outside is not None and outside > limit:
-        warnings.append(f"processes outside the session used {outside:.2f} CPU cores during the point")
+    if note := outside_load_warning(row):
+        warnings.append(note)
     if str(row.get("kv_transport") or "").startswith("mooncake over TCP"):
         warnings.append(f"the KV cache moved {row['kv_transport']}: mooncake found no RDMA device, "
                         f"so TTFT carries a TCP copy of each prompt's KV")
     if row.get("outside_gpu_processes"):
         warnings.append(f"{row['outside_gpu_processes']} other process(es) on the point's GPUs")
     return warnings
+
+
+def outside_load_warning(row: dict) -> str | None:
+    """Load from outside the session where it biases the point: any of the CPU engine's
+    cores taken (CPU rows), or the machine's cores run short (GPU rows)."""
+    outside, cores = row.get("outside_cpu_cores"), row.get("machine_cores")
+    if outside is None:
+        return None
+    if row.get("device") != "gpu" or not cores:   # a CPU engine
+        if outside > OUTSIDE_CPU_LIMIT:
+            return f"processes outside the session used {outside:.2f} CPU cores during the point"
+        return None
+    ours = row.get("session_cpu_cores")
+    ours = 0.0 if ours is None or ours != ours else ours   # rows from before it was recorded: unknown
+    busy = (outside + ours) / cores
+    if busy > GPU_BUSY_SHARE_MAX:
+        return (f"the CPU ran short: processes outside the session used {outside:.2f} and the session "
+                f"{ours:.2f} of {cores} cores ({busy:.0%} busy) during the point")
+    return None
 
 
 def low_load_ttft_warnings(df, factor: float):
@@ -115,6 +140,8 @@ def low_load_ttft_warnings(df, factor: float):
         capped = "max_concurrency" in group.columns and (lowest["max_concurrency"] == 1).all()
         if not (lowest["request_rate"] < float("inf")).all() and not capped:
             continue   # a burst (rate inf) queues by design: no low-load point to judge
+        if group["request_rate"].nunique() < 2 and not capped:
+            continue   # one load for all (week 16 varies the prompt): no lowest load to judge
         for index, row in lowest.iterrows():
             if row["ttft_floor_ms"] and row["ttft_p50_ms"] > factor * row["ttft_floor_ms"]:
                 note = (f"TTFT p50 {row['ttft_p50_ms']:.0f} ms at the lowest load is over {factor:g}x the "

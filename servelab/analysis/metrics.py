@@ -36,7 +36,7 @@ COUNTER_COLUMNS = {"prefix_cache_hit_rate", "spec_acceptance_rate", "spec_mean_a
                    "peak_kv_cache_usage", "kv_transfers", "kv_transfer_mean_ms", "kv_transfer_p90_ms",
                    "kv_transfer_mb", "kv_failed_transfers"}
 CONDITION_COLUMNS = COUNTER_COLUMNS | {"repeats", "warmup_prompts", "prefix_cache_reset", "outside_cpu_cores",
-                                       "machine_cores",
+                                       "machine_cores", "session_cpu_cores",
                                        "outside_gpu_processes", "drift_max_pct", "ttft_trend", "saturated",
                                        "itl_floor_ms", "ttft_floor_ms", *STARTUP_COLUMNS, "startup_other_s"}
 

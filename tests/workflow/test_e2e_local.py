@@ -606,3 +606,34 @@ def test_restart_measures_cold_then_after_a_restart(workdir, first_run):
     log = (workdir / "logs/week01/base.session.log").read_text()
     assert "(restart 1)" in log
 
+
+
+def test_every_figure_of_the_default_reads_at_a_glance(workdir, first_run):
+    """The CPU default's figures, drawn again from its tables, checked on their artists
+    (tests/helpers/figure_checks.py): series visible, discrete knobs ticked exactly, labels
+    that fit, a legend only for what varies; week 11's acceptance axis is not declared here."""
+    import matplotlib.pyplot as plt
+
+    from helpers import figure_checks
+    from servelab.analysis import plots
+    from servelab.config.experiments import enabled_experiments
+
+    config = load_config(*CONFIGS, base=workdir)
+    assert "tpot_vs_acceptance" not in config["experiments"]["week11"].get("figures", {}) or \
+        config["experiments"]["week11"]["figures"]["tpot_vs_acceptance"] is None
+    checked, problems = [], {}
+    for exp in enabled_experiments(config):
+        for name, spec in (config["experiments"][exp].get("figures") or {}).items():
+            if not spec:
+                continue
+            tables = [workdir / f"results/{e}/metrics.csv" for e in [exp, *spec.get("also_from", [])]]
+            df = pd.concat([pd.read_csv(t) for t in tables if t.exists()], ignore_index=True)
+            figure = plots.build(df, spec, name)
+            try:
+                if found := figure_checks.check(figure, df, spec):
+                    problems[f"{exp}/{name}"] = found
+            finally:
+                plt.close(figure)
+            checked.append(f"{exp}/{name}")
+    print("\nCPU figures checked: " + ", ".join(checked))
+    assert len(checked) >= 15 and problems == {}

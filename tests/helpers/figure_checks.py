@@ -1,0 +1,86 @@
+"""What a figure must show to read at a glance, checked on its drawn artists (not pixels):
+every hue series visible (opaque, at least 3:1 against the background, a colour and a
+marker of its own), a discrete knob's axis ticking exactly its values, labels that fit,
+the hardware said once, a legend only for what varies."""
+import math
+
+import matplotlib.colors as mcolors
+import pandas as pd
+
+from servelab.analysis import plots
+
+
+def luminance(colour) -> float:
+    def channel(c):
+        return c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4
+    r, g, b = (channel(c) for c in mcolors.to_rgb(colour))
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+
+def contrast(a, b) -> float:
+    la, lb = sorted((luminance(a), luminance(b)), reverse=True)
+    return (la + 0.05) / (lb + 0.05)
+
+
+def series_handles(figure, levels: list[str]) -> dict:
+    """{level: legend handle} of the hue legend seaborn drew for the figure."""
+    legend = getattr(figure, "legends", [])
+    handles = {}
+    for leg in legend:
+        for handle, text in zip(leg.legend_handles, leg.get_texts()):
+            if text.get_text() in levels:
+                handles[text.get_text()] = handle
+    return handles
+
+
+def check(figure, df: pd.DataFrame, spec: dict) -> list[str]:
+    """Problems of a built figure (servelab.analysis.plots.build) of table `df`; [] if none."""
+    problems = []
+    figure.canvas.draw()
+    renderer = figure.canvas.get_renderer()
+    background = figure.get_facecolor()
+    hue = spec.get("hue") or (None if not isinstance(spec["y"], list) else "statistic")
+    if hue and hue != "statistic" and df[hue].nunique() > 1:
+        levels = plots.hue_levels(df[hue])
+        handles = series_handles(figure, levels)
+        if set(handles) != set(levels):
+            problems.append(f"hue legend shows {sorted(handles)} of {levels}")
+        colours, markers = [], []
+        for level, handle in handles.items():
+            colour = handle.get_color() if hasattr(handle, "get_color") else handle.get_facecolor()[0]
+            alpha = mcolors.to_rgba(colour)[3] if handle.get_alpha() is None else handle.get_alpha()
+            if alpha < 1:
+                problems.append(f"series {level} drawn with alpha {alpha}")
+            if contrast(colour, background) < 3:
+                problems.append(f"series {level} has contrast {contrast(colour, background):.1f}:1 on the background")
+            colours.append(mcolors.to_hex(colour))
+            markers.append(handle.get_marker() if hasattr(handle, "get_marker") else str(handle.get_paths()[0]))
+        if len(set(colours)) != len(colours):
+            problems.append(f"series share colours: {colours}")
+        if len(set(markers)) != len(markers):
+            problems.append(f"series share markers: {markers}")
+    ticks = plots.discrete_ticks(df[spec["x"]]) if plots.categorical_x(df[spec["x"]]) is None else None
+    for ax in figure.axes:
+        if not ax.get_xlabel():
+            continue   # a legend's or colour bar's axes
+        if ticks and ax.lines:
+            values, _ = ticks
+            shown = [t for t in ax.get_xticks() if ax.get_xlim()[0] <= t <= ax.get_xlim()[1]]
+            if not all(math.isclose(a, b) for a, b in zip(shown, values)) or len(shown) != len(values):
+                problems.append(f"x ticks {list(shown)} for the knob's values {values}")
+            if len(ax.xaxis.get_minorticklocs()):
+                problems.append("minor ticks between the knob's values")
+        label = ax.yaxis.get_label().get_window_extent(renderer)
+        if label.height > 1.05 * ax.get_window_extent(renderer).height:
+            problems.append(f"y label {ax.get_ylabel()!r} is taller than its axes")
+    footer = [t.get_text() for t in figure.texts if t.get_text().startswith("measured on")]
+    for text in footer:
+        for machine in set(df.get("hardware", pd.Series(dtype=str)).dropna()):
+            for gpu in {e.rsplit(",", 1)[0].strip() for e in str(machine).split(";")}:
+                if text.count(gpu) > 1:
+                    problems.append(f"the footer names {gpu!r} {text.count(gpu)} times")
+    if spec.get("size") and df[spec["size"]].nunique() < 2:
+        for leg in figure.legends:
+            if any(t.get_text() == spec["size"] for t in leg.get_texts()):
+                problems.append(f"a size legend for {spec['size']}, which does not vary")
+    return problems

@@ -6,6 +6,8 @@ before any job starts, and the message names the offending key.
 
 from __future__ import annotations
 
+import sys
+
 import hashlib
 import json
 import re
@@ -31,12 +33,15 @@ OPTIONAL_SECTIONS = ("eval", "topology", "monitors", "figures")
 
 
 def drop_nulled_sections(config: dict) -> dict:
-    for exp in (config.get("experiments") or {}).values():
+    for name, exp in (config.get("experiments") or {}).items():
         if not isinstance(exp, dict):
             continue
+        eval_dropped = "eval" in exp and exp["eval"] is None
         for key in OPTIONAL_SECTIONS:
             if key in exp and exp[key] is None:
                 del exp[key]
+        if eval_dropped:   # what the pre-flight suggests where lm-eval is missing: a valid config
+            drop_eval_figures(name, exp)
         figures = exp.get("figures") or {}
         for name in [n for n, spec in figures.items() if spec is None]:
             del figures[name]
@@ -48,6 +53,22 @@ def drop_nulled_sections(config: dict) -> dict:
         if str(config.get(flag)).lower() in ("true", "false"):
             config[flag] = str(config[flag]).lower() == "true"
     return config
+
+
+def drop_eval_figures(name: str, exp: dict) -> None:
+    """An experiment whose eval section an overlay switched off: its figures that read a
+    column only lm-eval gives are left out, each with a note."""
+    known = METRIC_COLUMNS | set(swept_knobs(exp))
+    for fig, spec in list((exp.get("figures") or {}).items()):
+        if not spec:
+            continue
+        ys = spec["y"] if isinstance(spec["y"], list) else [spec["y"]]
+        needs = [c for c in [spec["x"], *ys, *(spec[k] for k in ("hue", "col", "size") if spec.get(k))]
+                 if c not in known]
+        if needs:
+            del exp["figures"][fig]
+            print(f"servelab: {name}.figures.{fig} left out: it reads {', '.join(needs)}, which only "
+                  f"lm-eval gives ({name}.eval is off)", file=sys.stderr)
 
 
 def check(config: dict) -> None:

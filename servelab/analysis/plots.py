@@ -220,7 +220,7 @@ def build(df: pd.DataFrame, spec: dict, name: str = "figure"):
                          "(e.g. no speculation counters without a speculative config)",
                          ha="center", va="center", transform=grid.ax.transAxes, color="dimgray")
     # labels fit the canvas: the y label no taller than the axes
-    grid.set_axis_labels(wrapped(spec["xlabel"], 60), wrapped(spec["ylabel"], 34))
+    grid.set_axis_labels(wrapped(spec["xlabel"], 60), wrapped(spec["ylabel"], 30))
     ticks = discrete_ticks(data[x]) if order is None and drawable else None
     for _, ax in axes if ticks else []:   # a knob's values, exactly: no in-between values implied
         values, powers = ticks

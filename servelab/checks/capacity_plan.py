@@ -17,8 +17,9 @@ from pathlib import Path
 
 import yaml
 
-from servelab.config.experiments import engine_flags, enabled_experiments, gpus_needed, point_model, server_points
+from servelab.config.experiments import engine_flags, enabled_experiments, point_model, server_points
 from servelab.fetch import capacity, dummy_weights
+from servelab.serve.topology import topology_gpus
 
 
 def model_config(config: dict, model: str) -> dict | None:
@@ -62,6 +63,8 @@ def plan_lines(config: dict, memory: tuple[str, float, str, int | None]) -> tupl
     name, gib, device, gpus_here = memory
     lines, refused = [], []
     for exp_name in enabled_experiments(config):
+        if exp_name not in config["experiments"]:
+            raise SystemExit(f"servelab plan: run names {exp_name!r}, which is not under experiments:")
         exp = config["experiments"][exp_name]
         if exp["engine"] not in ("vllm", "sglang"):
             continue
@@ -77,7 +80,7 @@ def plan_lines(config: dict, memory: tuple[str, float, str, int | None]) -> tupl
                 config["models"][model] else engine_flags(knobs)
             plan = capacity.plan_point(shape, exp["engine"], served, memory_gib=gib, memory_name=name,
                                        device=device, env=env)
-            need = gpus_needed(knobs)
+            need = topology_gpus(knobs, exp.get("topology"))   # a P/D pair: both servers' GPUs
             if device == "gpu" and gpus_here and need > gpus_here:
                 plan.fits, plan.why = False, f"needs {need} GPUs, {gpus_here} here"
             lines.append(f"{where} {exp['engine']}, {need if device == 'gpu' else 0} GPU(s) of {plan.memory}: "

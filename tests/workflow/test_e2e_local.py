@@ -397,7 +397,11 @@ def test_an_engine_that_raises_under_load_is_data_until_retry_failed_measures_it
     log = (workdir / "logs/study_fault/base.session.log").read_text()
     assert "3 client point(s), 1 already measured, 2 to measure" in log
     again = pd.read_csv(workdir / "results/study_fault/metrics.csv")
-    assert len(again) == 3 and again["valid"].all(), again[["request_rate", "valid", "invalid_reason"]]
+    # measured again, every request completed (the arrival-rate check of 8 prompts at 8/s on a
+    # busy 2-core host is another matter: CI once had one such row lag, 6.25/s)
+    reasons = again["invalid_reason"].fillna("")
+    assert len(again) == 3 and not reasons.str.contains("servelab test fault|server exited").any(), reasons
+    assert (again["completed"] == 8).all() and (again["failed"] == 0).all()
     assert "point(s) failed" not in snakemake(workdir, *args).stderr
 
 

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # On the lent machine, once every part of NAME is staged: check the parts against the
 # carried .gpu/NAME/payload.sha256, unpack, install the wheels into TARGET (the image's
-# torch stays). Idempotent. Usage: bash envs/lent-gpu/install.sh NAME TARGET
+# torch stays). Idempotent; several NAMEs may share a TARGET (extras on top of vllm).
+# Usage: bash envs/lent-gpu/install.sh NAME TARGET
 set -euo pipefail
 name=$1 target=$2 repo=$PWD
-if [ ! -f "$target/.installed" ]; then
+if [ ! -f "$target/.installed-$name" ]; then
   work=$HOME/unpack/$name; mkdir -p "$work"
   cat "$HOME/staged/$name"/part.* > "$work/payload.tar"
   (cd "$work" && sha256sum -c "$repo/.gpu/$name/payload.sha256")
@@ -14,6 +15,6 @@ if [ ! -f "$target/.installed" ]; then
   # the sources again (an uncompiled sglang.bench_serving took 75-80 s to start on an H100
   # box, its 16-prompt points 7-22 s; the server's start paid the same)
   python3 -m compileall -q -j 0 "$target" >/dev/null || true
-  touch "$target/.installed"
+  touch "$target/.installed-$name"
 fi
 echo "$name installed in $target"

@@ -58,6 +58,23 @@ def profile_gpu(profile: str | None) -> str | None:
     return None
 
 
+def point_plan(config: dict, exp: dict, knobs: dict, memory_name: str, memory_gib: float,
+               device: str = "gpu") -> capacity.PointPlan | None:
+    """The capacity plan of one server point of `exp` on a device of `memory_gib`; None for
+    an engine that loads no model of its own or a model whose shape is not known here."""
+    if exp["engine"] not in ("vllm", "sglang"):
+        return None
+    model = point_model(exp, knobs)
+    shape = model_config(config, model)
+    if shape is None:
+        return None
+    env = {**config["engines"][exp["engine"]].get("env", {}), **exp.get("server", {}).get("env", {})}
+    served = dummy_weights.served_knobs(config, model, engine_flags(knobs)) if "shape" in \
+        config["models"][model] else engine_flags(knobs)
+    return capacity.plan_point(shape, exp["engine"], served, memory_gib=memory_gib, memory_name=memory_name,
+                               device=device, env=env)
+
+
 def plan_lines(config: dict, memory: tuple[str, float, str, int | None]) -> tuple[list[str], list[str]]:
     """(a line per server point, a line per point that cannot fit)."""
     name, gib, device, gpus_here = memory
@@ -68,18 +85,13 @@ def plan_lines(config: dict, memory: tuple[str, float, str, int | None]) -> tupl
         exp = config["experiments"][exp_name]
         if exp["engine"] not in ("vllm", "sglang"):
             continue
-        env = {**config["engines"][exp["engine"]].get("env", {}), **exp.get("server", {}).get("env", {})}
         for sp, knobs in server_points(exp).items():
             model = point_model(exp, knobs)
             where = f"{exp_name} [{sp}]"
-            shape = model_config(config, model)
-            if shape is None:
+            plan = point_plan(config, exp, knobs, name, gib, device)
+            if plan is None:
                 lines.append(f"{where}: {model} has no shape here (models.{model}.shape, or fetch it first): not planned")
                 continue
-            served = dummy_weights.served_knobs(config, model, engine_flags(knobs)) if "shape" in \
-                config["models"][model] else engine_flags(knobs)
-            plan = capacity.plan_point(shape, exp["engine"], served, memory_gib=gib, memory_name=name,
-                                       device=device, env=env)
             need = topology_gpus(knobs, exp.get("topology"))   # a P/D pair: both servers' GPUs
             if device == "gpu" and gpus_here and need > gpus_here:
                 plan.fits, plan.why = False, f"needs {need} GPUs, {gpus_here} here"
@@ -110,7 +122,18 @@ def main(argv: list[str] | None = None) -> int:
     for path in args.configs:
         update_config(config, yaml.safe_load(open(path)))
     drop_nulled_sections(config)
-    lines, refused = plan_lines(config, memory_of(args, config))
+    memory = memory_of(args, config)
+    if config.get("run_what_fits"):   # what the run will leave out is no refusal
+        from servelab.checks import box_fit
+
+        name, gib, device, gpus = memory
+        box = box_fit.Box(gpus=gpus if gpus is not None else 10 ** 6, gpu_name=name if device == "gpu" else None,
+                          gpu_memory_gib=gib if device == "gpu" else None)
+        decision = box_fit.decide(config, box)
+        box_fit.apply(config, decision)
+        for line in decision.lines():
+            print(f"servelab plan: left out (run_what_fits): {line}")
+    lines, refused = plan_lines(config, memory)
     for line in lines:
         print(f"servelab plan: {line}")
     print(f"servelab plan: {len(lines) - len(refused)} of {len(lines)} server point(s) fit")

@@ -49,7 +49,7 @@ def drop_nulled_sections(config: dict) -> dict:
         for name in [n for n, spec in configs.items() if spec is None]:
             del configs[name]
     # `--config retry_failed=true`: Snakemake reads only True/False as booleans
-    for flag in ("retry_failed", "archive_allow_dirty"):
+    for flag in ("retry_failed", "archive_allow_dirty", "run_what_fits"):
         if str(config.get(flag)).lower() in ("true", "false"):
             config[flag] = str(config[flag]).lower() == "true"
     return config

@@ -29,6 +29,8 @@ RESTART_KNOB = "restart"
 CLIENT_KNOB = "client"
 # client knob: the named workload (`client.workloads`) a load point belongs to
 WORKLOAD_KNOB = "workload"
+# server.leave_out: the server point ids of an experiment not to run
+LEAVE_OUT = "leave_out"
 # an experiment's search section (servelab.search): space, load, slo, strategy, budget
 SEARCH = "search"
 
@@ -85,7 +87,11 @@ def server_points(exp: dict) -> dict[str, dict]:
     if len(points) != count:
         raise ValueError(f"server point names collide (grid values made path-safe, or a named "
                          f"configuration named like a grid point): {sorted(points)}")
-    return points
+    # points not to run (servelab.checks.box_fit: more GPUs or memory than the box has)
+    left_out = set(server.get(LEAVE_OUT) or [])
+    if unknown := left_out - set(points):
+        raise ValueError(f"leave_out names no server point: {sorted(unknown)} (points: {sorted(points)})")
+    return {sp: knobs for sp, knobs in points.items() if sp not in left_out}
 
 
 def point_model(exp: dict, knobs: dict) -> str:

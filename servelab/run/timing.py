@@ -27,7 +27,8 @@ def summary(timings: list[dict], run_wall_s: float | None = None) -> str:
 
     def line(name: str, group: list[dict]) -> str:
         total = {k: sum(t.get(k, 0.0) for t in group) for k in ("wall_s", "startup_s", "points_s", "warmup_s",
-                                                                  "drift_s", "repeats_s", "gpu_wait_s")}
+                                                                  "drift_s", "repeats_s", "gpu_wait_s", "gate_wait_s")}
+        starts = {c: sum(1 for t in group if t.get("compile") == c) for c in ("cold", "warm")}
         needed = needed_s(total)
         ratio = f"{total['wall_s'] / needed:.3f}" if needed else "-"
         shared = sum(1 for t in group if t.get("shared_engine"))
@@ -39,7 +40,9 @@ def summary(timings: list[dict], run_wall_s: float | None = None) -> str:
                 f"{total['warmup_s']:.0f}s + drift checks {total['drift_s']:.0f}s + other; "
                 f"wall / (start-ups + benchmark runs) = {ratio}"
                 # queueing for a GPU another job holds is the run's, not the session's overhead
-                + (f"; waited {total['gpu_wait_s']:.0f}s for GPUs (not in wall)" if total["gpu_wait_s"] else ""))
+                + (f"; waited {total['gpu_wait_s']:.0f}s for GPUs (not in wall)" if total["gpu_wait_s"] else "")
+                + (f"; starts {starts['cold']} cold, {starts['warm']} warm (compile gate), waited "
+                   f"{total['gate_wait_s']:.0f}s for a warm cache (not in wall)" if any(starts.values()) else ""))
 
     lines = ["servelab: where the sessions' time went (this run):"]
     lines += [line(name, group) for name, group in sorted(by_exp.items())]
@@ -68,8 +71,12 @@ def run_line(timings: list[dict], run_wall_s: float) -> str:
     names = sorted(g if len({h for h, _ in gpus}) == 1 else f"{h}:{g}" for h, g in gpus)
     gpu_s = sum(needed_s(t) * max(1, len(t.get("gpus", ()))) for t in timings)
     least = gpu_s / len(gpus)
+    startup_gpu_s = sum(t.get("startup_s", 0.0) * max(1, len(t.get("gpus", ()))) for t in timings)
+    idle = len(gpus) * run_wall_s - gpu_s
     return (text + f"; on {len(gpus)} GPU(s) ({','.join(names)}): start-ups + benchmark runs "
-            f"{gpu_s:.0f} GPU-s / {len(gpus)} = {least:.0f}s, run wall / that = {run_wall_s / least:.3f}")
+            f"{gpu_s:.0f} GPU-s / {len(gpus)} = {least:.0f}s, run wall / that = {run_wall_s / least:.3f}; "
+            f"GPU-s: start-ups {startup_gpu_s:.0f}, benchmark runs {gpu_s - startup_gpu_s:.0f}, "
+            f"idle or other {idle:.0f} of {len(gpus) * run_wall_s:.0f}")
 
 
 def this_runs(results: Path, since: float) -> list[Path]:

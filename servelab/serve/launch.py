@@ -18,6 +18,7 @@ from servelab.config.experiments import EVAL_KNOB, gpus_needed, point_id
 from servelab.engines import commands, environment, prestart
 from servelab.engines.registry import ENGINES
 from servelab.run import caches, provenance
+from servelab.run.compile_gate import CompileGate
 from servelab.run.gpu_slots import JobGpus
 from servelab.serve import failure, monitors, topology
 from servelab.serve.point_identity import knobs_swept, point_record
@@ -160,7 +161,9 @@ class Launch:
 
     warmup: dict | None = None
     gpus: JobGpus | None = None   # claimed once its pre-started processes have imported (hold_gpus)
+    gate: CompileGate | None = None   # passed before its GPUs are claimed, warm once healthy (compile_gate)
     gpu_wait_s: float = 0.0
+    gate_wait_s: float = 0.0   # waiting for a start of its compile key to fill the cache
     plan: dict | None = None   # the capacity plan it started under (servelab.fetch.capacity)
     shared_from: dict | None = None   # on another experiment's engine: its experiment, point, session
     offline_reasons: dict = field(default_factory=dict)   # runner error -> the engine's own reason
@@ -241,6 +244,8 @@ def hold_gpus(launch: Launch, processes: list[Server]) -> None:
     another job used them). Then its processes go on, on them."""
     if launch.gpus is None:
         return
+    if launch.gate is not None:   # while its processes import
+        launch.gate_wait_s += launch.gate.wait()
     if not launch.gpus.take_if_free():
         for process in processes:
             process.wait_for_line(prestart.IMPORTED)

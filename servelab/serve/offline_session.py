@@ -71,6 +71,8 @@ def measure_offline(launch: Launch, missing: list[tuple[str, dict, dict]], guest
                 while True:
                     code = runner.proc.poll()   # before reading: all it wrote before exiting is read
                     for outcome in offline_plan.read_status(status):
+                        if launch.gate is not None:   # its engine is built: what it compiled is cached
+                            launch.gate.warmed()
                         if outcome["key"] not in reported:
                             reported.add(outcome["key"])
                             done += 1

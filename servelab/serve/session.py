@@ -26,6 +26,7 @@ from servelab.fetch import capacity
 from servelab.serve import failure, monitors, server_log
 from servelab.serve.load_search import SearchPoints
 from servelab.run import provenance
+from servelab.run.compile_gate import CompileGate, compile_key as compile_gate_key
 from servelab.run.gpu_slots import JobGpus
 from servelab.engines.registry import ENGINES
 from servelab.atomic import write_text
@@ -79,6 +80,8 @@ def measure(launch: Launch, missing: list[tuple[str, dict, dict]], guests: list[
                 # imported while the server loads; a client of its own runs in the engine's env
                 launch.client = launch.client or launch.engine.client(launch.env)
                 launch.startup_s = fleet.wait_healthy(spec.startup_timeout_s, progress=log)
+                if launch.gate is not None:   # what it compiled is cached: the next of its key start warm
+                    launch.gate.warmed()
                 launch.timing["startup_s"] += launch.startup_s
                 log(f"server healthy after {launch.startup_s:.1f}s; measuring {len(group)} point(s)")
                 launch.facts = {**server_log.read_facts(fleet.facts_from.log,
@@ -187,11 +190,24 @@ def session_timing(spec: SessionSpec, launch: Launch, wall_s: float, shared: dic
             "wall_s": round(wall_s, 2), **{k: round(v, 2) for k, v in launch.timing.items()},
             **({"shared_engine": shared} if shared else {}),
             **({"gpu_wait_s": round(launch.gpu_wait_s, 2)} if round(launch.gpu_wait_s, 2) else {}),
+            # its start compiled (cold) or found its compile key cached (warm); waited for that
+            **({"compile": "cold" if launch.gate.cold else "warm", "gate_wait_s": round(launch.gate_wait_s, 2)}
+               if launch.gate is not None and not shared else {}),
             **({"gpus": gpus, "host": socket.gethostname()} if gpus else {})}
 
 
+def compile_gate(spec: SessionSpec, cold_at_once: int | None) -> CompileGate | None:
+    """The gate a start of an engine with a compile cache passes (servelab.run.compile_gate):
+    its stack's first start, then its compile key's; None for other engines."""
+    cache = spec.env.get("VLLM_CACHE_ROOT")
+    if spec.engine != "vllm" or not cache:
+        return None
+    key = compile_gate_key(spec.engine, spec.kind, spec.model_identity, spec.server_knobs)
+    return CompileGate(Path(cache).parent / "gates", ["stack", key], cold_at_once, progress=log)
+
+
 def run(spec: SessionSpec, view_path: str | Path, retry_failed: bool = False,
-        guests: list[SessionSpec] = (), gpus: JobGpus | None = None) -> list[dict]:
+        guests: list[SessionSpec] = (), gpus: JobGpus | None = None, cold_at_once: int | None = None) -> list[dict]:
     """Measure what the store lacks (and, with `retry_failed`, what failed before), and
     what the `guests` (other experiments' sessions of the same engine configuration:
     servelab.config.engine_groups) lack, on the same engine; then write the view of all
@@ -230,7 +246,10 @@ def run(spec: SessionSpec, view_path: str | Path, retry_failed: bool = False,
         if plan and not plan.fits:
             short = f"does not fit ({plan.memory}): {plan.why}"
         prestart = not short and prestarts(spec, gpus)
-        waited = 0.0
+        gate = None if short else compile_gate(spec, cold_at_once)
+        waited, gated = 0.0, 0.0
+        if gate is not None and not prestart:
+            gated = gate.wait()   # a pre-started one passes it while it imports (hold_gpus)
         if gpus is not None and not prestart and not short:
             waited = time.monotonic()
             gpus.take()   # blocks while other jobs hold the GPUs: not this session's time
@@ -243,14 +262,19 @@ def run(spec: SessionSpec, view_path: str | Path, retry_failed: bool = False,
             if spec.resets_prefix_cache:
                 env.update(ENGINES[spec.engine].reset_cache_env)
             launch = Launch(spec, store, hardware, session_name, session_dir, tmpdir, env,
-                            gpus=gpus if prestart else None)
+                            gpus=gpus if prestart else None, gate=gate)
             launch.gpu_wait_s += waited
+            launch.gate_wait_s += gated
             launch.plan = plan.as_dict() if plan else None
             if short:   # a failed row that says so; the rest of the run goes on
                 stage = "capacity plan" if plan and not plan.fits else "GPUs"
                 fail_all(launch, missing, hosted, failure.PointFailed(stage, short))
             else:
-                (measure_offline if spec.kind == "offline" else measure)(launch, missing, hosted)
+                try:
+                    (measure_offline if spec.kind == "offline" else measure)(launch, missing, hosted)
+                finally:
+                    if gate is not None:
+                        gate.release()
             points = search.replay() if spec.load_search else points
             guest_wall = 0.0
             for guest in hosted:
@@ -261,7 +285,8 @@ def run(spec: SessionSpec, view_path: str | Path, retry_failed: bool = False,
                     write_text(g.session_dir / "timing.json",
                                json.dumps(session_timing(guest.spec, g, wall, g.shared_from)))
             # waiting for a GPU is not the session's time (nor is it without a pre-start)
-            timing = session_timing(spec, launch, time.monotonic() - run_started - guest_wall - launch.gpu_wait_s)
+            timing = session_timing(spec, launch, time.monotonic() - run_started - guest_wall - launch.gpu_wait_s
+                                    - launch.gate_wait_s)
             write_text(session_dir / "timing.json", json.dumps(timing))
             log(f"session wall {timing['wall_s']}s: start-up {timing['startup_s']}s, warm-up "
                 f"{timing['warmup_s']}s, client points {timing['points_s']}s"

@@ -19,8 +19,11 @@ def test_the_gpu_check_on_one_h100_fits_and_week13_and_14_say_why_not(tmp_path):
     ok = plan("config/config.yaml", "config/gpu-check.yaml", *H100, "--gpus", "1")
     assert ok.returncode == 0, ok.stderr
     assert "week01 [base] vllm, 1 GPU(s) of NVIDIA H100 80GB HBM3 (79.6 GiB): weights 14.96 GiB/GPU" in ok.stdout
+    # the check runs what fits: what one GPU cannot run is left out by name, not refused
+    assert "left out (run_what_fits): week14: needs 2 GPUs, 1 here" in ok.stdout
+    assert "left out (run_what_fits): week13 [tensor_parallel_size=4]: needs 4 GPUs, 1 here" in ok.stdout
     overlay = tmp_path / "run.yaml"
-    overlay.write_text(yaml.safe_dump({"run": ["week13", "week14", "week01"]}))
+    overlay.write_text(yaml.safe_dump({"run": ["week13", "week14", "week01"], "run_what_fits": False}))
     one = plan("config/config.yaml", "config/gpu-check.yaml", str(overlay), *H100, "--gpus", "1")
     assert one.returncode == 1
     refused = [line for line in one.stderr.splitlines() if "cannot fit" in line]

@@ -14,7 +14,7 @@ os.environ["PYTHONPATH"] = os.pathsep.join(
     p for p in (workflow.basedir, os.environ.get("PYTHONPATH")) if p
 )
 
-from servelab.checks import cross_checks
+from servelab.checks import box_fit, cross_checks
 from servelab.fetch import dummy_weights
 from servelab.serve import failure
 from servelab.search import confirm as search_confirm
@@ -27,6 +27,11 @@ from servelab.run import timing
 cross_checks.drop_nulled_sections(config)
 validate(config, "../../config/schema.yaml")
 cross_checks.check(config)
+# run_what_fits: what this box cannot run leaves the config here, one line each
+LEFT_OUT = box_fit.fit(config, workflow.is_main_process)
+if workflow.is_main_process and LEFT_OUT is not None:
+    for line in box_fit.summary(config, LEFT_OUT):
+        print(f"servelab run-what-fits: {line}", file=sys.stderr)
 if workflow.is_main_process:
     # before any job: which experiments need a package this environment lacks, and which
     # packages every engine process would compile again (not in jobs)
@@ -234,6 +239,18 @@ def gpus_for(wildcards):
     if config["device"] == "cpu":
         return 0
     return topology_gpus(server_knobs(wildcards), EXPERIMENTS[wildcards.experiment].get("topology"))
+
+
+def session_priority(wildcards):
+    """Wider sessions first (the square: one TP 4 session outranks four TP 1 ones in the
+    scheduler's sum), then those with more points (the longest first); 0 on the CPU."""
+    gpus = gpus_for(wildcards)
+    if not gpus:
+        return 0
+    session = (wildcards.experiment, wildcards.server_point)
+    points = sum(len(configured_points(SimpleNamespace(experiment=name))[sp] or [])
+                 if not EXPERIMENTS[name].get("search") else 4 for name, sp in [session, *guests_of(session)])
+    return 100 * gpus ** 2 + min(99, points)
 
 
 # minutes a session job may take (a cluster's time limit; the profile may override):

@@ -17,6 +17,8 @@ rule session:
         retry_failed=retry_failed_points,
     log:
         "logs/{experiment}/{server_point}.session.log",
+    # wide sessions first: a TP 4 session left for the end strands GPUs while it waits for four
+    priority: session_priority
     resources:
         gpu=gpus_for,
         runtime=session_runtime,

@@ -56,4 +56,4 @@ with tee_stderr(snakemake.log[0]):
         # Snakemake has already removed (it reran the job because the view held failures)
         retry = bool(snakemake.params.retry_failed or snakemake.config.get("retry_failed"))
         run(spec, snakemake.output[0], retry_failed=retry, guests=guests,
-            gpus=gpus)
+            gpus=gpus, cold_at_once=snakemake.config.get("cold_starts_at_once"))

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# On a lent GPU machine, once the parts of vllm, extras (lm-eval + LMCache) and sglang are
+# staged (stage.sh): install them, then the whole course from one command, the GPU check
+# with run_what_fits (config/gpu-check.yaml), from a copy of the project in ~/sl. Writes
+# only under KEEP (default ~/keep: a lent machine empties $OUT at every call): install.log,
+# run.log, rc, timestamps; `pack` makes course.tgz of the tables, figures and timings.
+# Usage: setsid bash envs/lent-gpu/course-run.sh [KEEP] > /dev/null 2>&1 &
+set -uo pipefail
+keep=${1:-$HOME/keep}; mkdir -p "$keep"
+date +%s > "$keep/install-started"
+{ bash envs/lent-gpu/install.sh vllm /tmp/vllm-site && bash envs/lent-gpu/install.sh extras /tmp/vllm-site \
+  && bash envs/lent-gpu/install.sh sglang /tmp/sglang-site; } > "$keep/install.log" 2>&1 || { echo install > "$keep/rc"; exit 1; }
+rm -rf "$HOME/sl" && mkdir -p "$HOME/sl" && tar cf - --exclude=./.gpu . | tar xf - -C "$HOME/sl"
+cd "$HOME/sl"
+export PYTHONPATH=/tmp/vllm-site
+gpus=$(nvidia-smi -L | wc -l)
+date +%s > "$keep/run-started"
+# the command as a user types it on a GPU box (README), with the lent machine's SGLang target
+python3 -m snakemake --profile profiles/single-node --resources gpu=$((2 * gpus)) \
+  --configfile config/config.yaml config/gpu-check.yaml envs/lent-gpu/engines.yaml > "$keep/run.log" 2>&1
+echo $? > "$keep/rc"
+date +%s > "$keep/run-ended"

@@ -1,0 +1,140 @@
+"""run_what_fits: of the course, what a box cannot run is left out one line each, by GPUs,
+GPU memory, packages where the engine imports them and profilers on PATH
+(servelab/checks/box_fit.py); the DAG a dry run builds then lacks exactly those."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO, load_config
+from servelab.checks import box_fit
+from servelab.checks.cross_checks import drop_nulled_sections
+from servelab.config.experiments import enabled_experiments, server_points
+
+H100 = dict(gpu_name="NVIDIA H100 80GB HBM3", gpu_memory_gib=79.6)
+
+
+def everything(module, env=None):
+    return True
+
+
+def on_path(tool):
+    return f"/usr/bin/{tool}"
+
+
+@pytest.fixture
+def check_config():
+    return drop_nulled_sections(load_config("config/gpu-check.yaml"))
+
+
+def test_on_two_gpus_week13_loses_its_tp4_point_by_name_and_keeps_the_rest(check_config):
+    decision = box_fit.decide(check_config, box_fit.Box(gpus=2, **H100), has=everything, which=on_path)
+    assert decision.lines() == ["week13 [tensor_parallel_size=4]: needs 4 GPUs, 2 here"]
+    box_fit.apply(check_config, decision)
+    assert list(server_points(check_config["experiments"]["week13"])) == \
+        ["tensor_parallel_size=1", "tensor_parallel_size=2"]
+    assert "week13" in enabled_experiments(check_config)
+
+
+def test_on_one_gpu_experiments_whose_every_point_needs_two_are_left_out_whole(check_config):
+    decision = box_fit.decide(check_config, box_fit.Box(gpus=1, **H100), has=everything, which=on_path)
+    assert decision.experiments["week14"] == "needs 2 GPUs, 1 here"
+    assert decision.experiments["week16"] == "needs 2 GPUs, 1 here"        # the P/D pair: both roles
+    assert set(decision.points["week13"]) == {"tensor_parallel_size=2", "tensor_parallel_size=4"}
+    box_fit.apply(check_config, decision)
+    assert "week14" not in enabled_experiments(check_config)
+    assert "week01" in enabled_experiments(check_config)
+
+
+def test_a_missing_package_leaves_out_its_experiment_with_the_install_command(check_config):
+    def no_lmcache(module, env=None):
+        return module != "lmcache"
+
+    decision = box_fit.decide(check_config, box_fit.Box(gpus=4, **H100), has=no_lmcache, which=on_path)
+    assert set(decision.experiments) == {"week15", "week15_chunk"}
+    assert decision.experiments["week15"].startswith("needs lmcache (pip install lmcache")
+
+
+def test_the_engine_is_looked_up_where_its_processes_import_it(check_config):
+    seen = []
+
+    def record(module, env=None):
+        seen.append((module, (env or {}).get("PYTHONPATH")))
+        return module != "sglang"
+
+    check_config["engines"]["sglang"]["env"] = {"PYTHONPATH": "/tmp/sglang-site"}
+    decision = box_fit.decide(check_config, box_fit.Box(gpus=4, **H100), has=record, which=on_path)
+    assert ("sglang", "/tmp/sglang-site") in seen
+    assert {"week01_sglang", "week06", "week09", "week09_dp", "week16_sglang"} <= set(decision.experiments)
+
+
+def test_without_lm_eval_week12_runs_without_its_eval_and_accuracy_figure(check_config, capsys):
+    def no_lm_eval(module, env=None):
+        return module != "lm_eval"
+
+    decision = box_fit.decide(check_config, box_fit.Box(gpus=4, **H100), has=no_lm_eval, which=on_path)
+    assert decision.experiments == {}
+    assert decision.lines() == ["week12.eval off: needs lm_eval (pip install lm-eval==0.4.13)"]
+    box_fit.apply(check_config, decision)
+    week12 = check_config["experiments"]["week12"]
+    assert "eval" not in week12 and "pareto" not in week12["figures"]
+    assert "week12.figures.pareto left out" in capsys.readouterr().err
+
+
+def test_a_profiler_not_on_path_leaves_out_its_week():
+    config = drop_nulled_sections(load_config("config/gpu-check.yaml"))
+    decision = box_fit.decide(config, box_fit.Box(gpus=1, **H100), has=everything,
+                              which=lambda tool: None if tool == "nsys" else on_path(tool))
+    assert decision.experiments["week03_nsys"] == "needs nsys (its profiler) on PATH"
+    assert "week03_ncu" not in decision.experiments
+
+
+def test_a_point_too_big_for_the_gpu_is_left_out_with_the_plan_s_reason(check_config):
+    l4 = box_fit.Box(gpus=4, gpu_name="NVIDIA L4", gpu_memory_gib=22.5)
+    decision = box_fit.decide(check_config, l4, has=everything, which=on_path)
+    assert decision.experiments["week14"].startswith("does not fit one NVIDIA L4: no memory for the KV cache")
+    assert "week01" not in decision.experiments      # 15 GiB of bf16 weights fit a 24 GB card
+
+
+def test_no_gpu_here_says_how_to_give_a_cluster_node_s_and_runs_nothing(check_config):
+    decision = box_fit.decide(check_config, box_fit.Box(gpus=0), has=everything, which=on_path)
+    assert decision.experiments["week01"].startswith("needs 1 GPU(s), none here (on a cluster give")
+    with pytest.raises(ValueError, match="this box runs none of the experiments:\n  week01: needs 1 GPU"):
+        box_fit.apply(check_config, decision)
+
+
+def test_a_figure_joining_a_left_out_experiment_draws_without_it(check_config):
+    joins = {name: fig for name, exp in check_config["experiments"].items()
+             for fig, spec in (exp.get("figures") or {}).items() if spec and spec.get("also_from")}
+    name, fig = next(iter(joins.items()))
+    other = check_config["experiments"][name]["figures"][fig]["also_from"][0]
+    box_fit.apply(check_config, box_fit.Decision(experiments={other: "left out for the test"}))
+    assert other not in check_config["experiments"][name]["figures"][fig]["also_from"]
+
+
+def test_a_job_takes_the_main_process_decision_not_its_own(check_config, monkeypatch):
+    """On a SLURM node a job sees its own GPUs: it must not decide again."""
+    main = box_fit.Decision(points={"week13": {"tensor_parallel_size=4": "needs 4 GPUs, 2 here"}})
+    monkeypatch.setenv(box_fit.DECISION_ENV, main.to_json())
+    check_config["run_what_fits"] = True
+    taken = box_fit.fit(check_config, main_process=False, box=box_fit.Box(gpus=0))
+    assert taken.lines() == main.lines()
+    assert "week01" in enabled_experiments(check_config)
+
+
+def test_leave_out_naming_no_point_is_an_error():
+    with pytest.raises(ValueError, match=r"leave_out names no server point: \['tensor_parallel_size=8'\]"):
+        server_points({"server": {"grid": {"tensor_parallel_size": [1, 2]}, "leave_out": ["tensor_parallel_size=8"]}})
+
+
+def test_a_dry_run_on_two_gpus_lists_what_it_leaves_out_and_builds_no_job_for_it():
+    out = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--configfile", "config/config.yaml",
+                          "config/gpu-check.yaml", "--config", "gpus_here=2", "gpu_here=NVIDIA H100 80GB HBM3"],
+                         cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "servelab run-what-fits: on 2 GPU(s) (NVIDIA H100 80GB HBM3): runs" in out.stderr
+    assert "servelab run-what-fits:   week13 [tensor_parallel_size=4]: needs 4 GPUs, 2 here" in out.stderr
+    jobs = out.stdout + out.stderr
+    assert "server_point=tensor_parallel_size=2" in jobs
+    assert "server_point=tensor_parallel_size=4" not in jobs

@@ -130,9 +130,13 @@ def main(argv: list[str] | None = None) -> int:
         box = box_fit.Box(gpus=gpus if gpus is not None else 10 ** 6, gpu_name=name if device == "gpu" else None,
                           gpu_memory_gib=gib if device == "gpu" else None)
         decision = box_fit.decide(config, box)
-        box_fit.apply(config, decision)
         for line in decision.lines():
             print(f"servelab plan: left out (run_what_fits): {line}")
+        try:
+            box_fit.apply(config, decision)
+        except ValueError as err:   # nothing of the run fits
+            print(f"servelab plan: {err}", file=sys.stderr)
+            return 1
     lines, refused = plan_lines(config, memory)
     for line in lines:
         print(f"servelab plan: {line}")

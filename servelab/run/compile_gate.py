@@ -1,20 +1,21 @@
-"""Start-ups paid once: sessions that would compile the same thing start one after another.
+"""Start-ups paid once per compile key: sessions that would compile the same graph start
+one after another, the first cold, the rest warm from the cache.
 
 A vLLM start compiles what its caches lack (servelab.run.caches): torch.compile's graphs
 for its compile key (engine, model shape, parallel layout and the flags that change the
-compiled graph), and once per stack (engine, torch, GPU) the JIT kernels every shape
-shares. Starts of one key side by side each pay the whole compile, and slow each other:
-on a fresh 4x H100 (2026-11-27) four cold starts at once took 222-366 s to be healthy
-where the same shapes took 65-75 s once the caches were warm.
+compiled graph). Starts of one key side by side each pay the whole compile. So, before a
+session claims its GPUs, it passes its key's gate (one lock file): the key's first start
+compiles while the others of that key wait, holding no GPU, then start warm. On a lent
+4x H100 (2026-11-27) week 5's second server of a key started in 48-51 s against the
+first's 60-67 s (torch.compile 6-7 s against 17-28 s).
 
-So, before a session claims its GPUs, it passes a gate of one lock file per level:
-- the stack: the first start on a fresh stack runs alone; the rest wait for it;
-- its compile key: a key's first start compiles; the others of that key wait for it
-  to be healthy, then start warm (from the cache);
-- at most `cold_at_once` cold starts at once (slots), where set.
-A level is warm once a start behind it was healthy (a marker beside its lock, in the cache
-directory: it lives and dies with the cache). A start that fails leaves no marker, and the
-next in line compiles. Waiting holds no GPU, so other work uses them meanwhile.
+A key is warm once a start of it was healthy (a marker beside its lock, in the cache
+directory: it lives and dies with the cache). A start that fails leaves no marker, and
+the next in line compiles. `cold_at_once` (config `cold_starts_at_once`) caps cold starts
+side by side where set. Not a level of its own: the stack (the JIT kernels every shape
+shares). Gating each stack's first start made the whole box wait 417 s for a Mixtral's
+cold start on that 4x H100, three GPUs idle; its kernels were then shared anyway (the
+next Mixtral key compiled in 19 s, not 206).
 """
 
 from __future__ import annotations
@@ -39,17 +40,40 @@ def compile_key(engine: str, kind: str, model_identity: str, knobs: dict) -> str
 
 
 class CompileGate:
-    """Pass the levels `keys` (e.g. ["stack", <compile key>]) in `directory`: `wait()` before
-    the GPUs are claimed, `warmed()` once the engine is healthy, `release()` at the end."""
+    """Pass the gate of compile key `key` in `directory`: `wait()` before the GPUs are
+    claimed, `warmed()` once the engine is healthy, `release()` at the end."""
 
-    def __init__(self, directory: Path, keys: list[str], cold_at_once: int | None = None,
+    def __init__(self, directory: Path, key: str, cold_at_once: int | None = None,
                  poll_s: float = 0.5, progress=print):
-        self.directory, self.keys, self.cold_at_once = Path(directory), keys, cold_at_once
+        self.directory, self.key, self.cold_at_once = Path(directory), key, cold_at_once
         self.poll_s, self.progress = poll_s, progress
-        self.held: list = []        # (key, handle) of the levels this start compiles
+        self.handle = None          # the key's lock, held while this start compiles it
         self.slot = None
-        self.cold: list[str] = []   # the levels it found cold
+        self.cold = False
         self.waited_s = 0.0
+
+    @property
+    def marker(self) -> Path:
+        return self.directory / f"{self.key}.warm"
+
+    def wait(self) -> float:
+        """Block until this start may go; the seconds waited."""
+        started = time.monotonic()
+        if not self.marker.exists():
+            self.handle = self._lock(f"{self.key}.lock", f"the start compiling {self.key} to be healthy")
+            if self.marker.exists():       # compiled while we waited: start warm
+                self.handle.close()
+                self.handle = None
+            else:
+                self.cold = True
+                if self.cold_at_once:
+                    self.slot = self._take_slot()
+        self.waited_s = time.monotonic() - started
+        if self.cold:
+            self.progress(f"compile gate: cold ({self.key}), after {self.waited_s:.1f}s")
+        elif self.waited_s >= 1:
+            self.progress(f"compile gate: warm ({self.key}) after waiting {self.waited_s:.1f}s")
+        return self.waited_s
 
     def _lock(self, name: str, what: str):
         """An exclusive lock on directory/name, waited for (a message a minute)."""
@@ -66,30 +90,6 @@ class CompileGate:
                     self.progress(f"waiting for {what} ({waited:.0f}s; lock {self.directory / name})")
                     told = waited
                 time.sleep(self.poll_s)
-
-    def warm(self, key: str) -> bool:
-        return (self.directory / f"{key}.warm").exists()
-
-    def wait(self) -> float:
-        """Block until this start may go; the seconds waited."""
-        started = time.monotonic()
-        for key in self.keys:
-            if self.warm(key):
-                continue
-            handle = self._lock(f"{key}.lock", f"the start compiling {key} to be healthy")
-            if self.warm(key):       # it was compiled while we waited: start warm
-                handle.close()
-                continue
-            self.held.append((key, handle))
-            self.cold.append(key)
-        if self.cold and self.cold_at_once:
-            self.slot = self._take_slot()
-        self.waited_s = time.monotonic() - started
-        if self.cold:
-            self.progress(f"compile gate: cold ({', '.join(self.cold)}), after {self.waited_s:.1f}s")
-        elif self.waited_s >= 1:
-            self.progress(f"compile gate: warm after waiting {self.waited_s:.1f}s")
-        return self.waited_s
 
     def _take_slot(self):
         started, told = time.monotonic(), -60.0
@@ -108,14 +108,13 @@ class CompileGate:
             time.sleep(self.poll_s)
 
     def warmed(self) -> None:
-        """The engine is healthy: the levels it compiled are warm for the next starts."""
-        for key, _ in self.held:
-            (self.directory / f"{key}.warm").write_text(f"{time.time()}\n")
+        """The engine is healthy: its key is warm for the next starts."""
+        if self.handle is not None:
+            self.marker.write_text(f"{time.time()}\n")
         self.release()
 
     def release(self) -> None:
-        for _, handle in self.held:
-            handle.close()
-        if self.slot:
-            self.slot.close()
-        self.held, self.slot = [], None
+        for handle in (self.handle, self.slot):
+            if handle is not None:
+                handle.close()
+        self.handle = self.slot = None

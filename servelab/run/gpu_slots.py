@@ -7,6 +7,12 @@ on GPU 0. A session job therefore claims the GPUs it needs itself: an exclusive,
 non-blocking `flock` on one lock file per device in a machine-wide directory, held
 until the job exits (the kernel releases it even if the job is killed), and sets
 CUDA_VISIBLE_DEVICES to what it holds. A TP=2 point claims two.
+
+Waiting is first come, first served: a job that waits takes the queue lock and, holding
+it, keeps each GPU that frees until it has its count; no job claims while one waits. On a
+lent 4x H100 (2026-11-27) claims that only took a whole set at once left week 13's TP 4
+session waiting 17 minutes for four free GPUs while one- and two-GPU jobs took each GPU
+that freed.
 """
 
 from __future__ import annotations
@@ -50,9 +56,13 @@ class GpuClaim:
         self.handles: list = []
         self.devices: list[str] = []
 
-    def try_claim(self) -> bool:
+    def try_claim(self, keep: bool = False) -> bool:
+        """Claim `count` free GPUs, or none (True when held); with `keep`, hold those free
+        now and try for the rest at the next call (the queue's head, which alone may)."""
         self.lock_dir.mkdir(parents=True, exist_ok=True)
         for device in self.pool:
+            if device in self.devices:
+                continue
             if len(self.devices) == self.count:
                 break
             handle = open(self.lock_dir / f"gpu{device}.lock", "a+")
@@ -68,23 +78,47 @@ class GpuClaim:
             self.handles.append(handle)
             self.devices.append(device)
         if len(self.devices) < self.count:
-            self.release()
+            if not keep:
+                self.release()
             return False
         return True
+
+    def queue(self, blocking: bool):
+        """The queue lock (held by the job waiting longest), or None where another holds it."""
+        self.lock_dir.mkdir(parents=True, exist_ok=True)
+        handle = open(self.lock_dir / "queue.lock", "a+")
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
+        except BlockingIOError:
+            handle.close()
+            return None
+        return handle
 
     def release(self) -> None:
         for handle in self.handles:
             handle.close()  # closing the file drops its flock
         self.handles, self.devices = [], []
 
+    def claim_if_free(self) -> bool:
+        """Claim at once where the GPUs are free and no job waits for GPUs."""
+        queue = self.queue(blocking=False)
+        if queue is None:
+            return False
+        with queue:
+            return self.try_claim()
+
     def __enter__(self) -> "GpuClaim":
-        waited = 0.0
-        while not self.try_claim():
-            if waited % 60 == 0:
-                self.progress(f"waiting for {self.count} free GPU(s) of {','.join(self.pool)} "
-                              f"(locks in {self.lock_dir})")
-            time.sleep(self.poll_s)
-            waited += self.poll_s
+        if self.claim_if_free():
+            return self
+        self.progress(f"waiting for {self.count} free GPU(s) of {','.join(self.pool)} (locks in {self.lock_dir})")
+        with self.queue(blocking=True):   # first come, first served; then keep each GPU that frees
+            waited = 0.0
+            while not self.try_claim(keep=True):
+                time.sleep(self.poll_s)
+                waited += self.poll_s
+                if waited % 60 < self.poll_s:
+                    self.progress(f"still waiting: holding {','.join(self.devices) or 'none'} of the "
+                                  f"{self.count} GPU(s) it needs")
         return self
 
     def __exit__(self, *exc) -> None:
@@ -130,7 +164,7 @@ class JobGpus:
         """Claim at once if the GPUs are free (True), else leave them (False)."""
         if self.claim is None and self.pool:
             claim = GpuClaim(self.pool, self.count, self.lock_dir, progress=self.progress)
-            if claim.try_claim():
+            if claim.claim_if_free():
                 self.held(claim)
         return self.claim is not None
 

@@ -37,12 +37,20 @@ def test_the_gpu_check_on_one_h100_fits_and_week13_and_14_say_why_not(tmp_path):
 
 def test_week14_at_tp1_on_one_80gb_gpu_is_refused(tmp_path):
     overlay = tmp_path / "tp1.yaml"
-    overlay.write_text(yaml.safe_dump({"run": ["week14"], "experiments": {"week14": {"server": {
-        "args": {"tensor_parallel_size": 1}}}}}))
+    overlay.write_text(yaml.safe_dump({"run": ["week14"], "run_what_fits": False, "experiments": {"week14": {
+        "server": {"args": {"tensor_parallel_size": 1}}}}}))
     out = plan("config/config.yaml", "config/gpu-check.yaml", str(overlay), *H100)
     assert out.returncode == 1
     assert "week14 [enable_expert_parallel=false]: no memory for the KV cache: gpu_memory_utilization 0.9 x " \
            "NVIDIA H100 80GB HBM3 (79.6 GiB) = 71.7 GiB, less weights 86.99 GiB per GPU" in out.stderr
+    # the check as it ships runs what fits: here nothing, which it says and exits 1 on
+    overlay.write_text(yaml.safe_dump({"run": ["week14"], "experiments": {"week14": {"server": {
+        "args": {"tensor_parallel_size": 1}}}}}))
+    fitted = plan("config/config.yaml", "config/gpu-check.yaml", str(overlay), *H100)
+    assert fitted.returncode == 1 and "Traceback" not in fitted.stderr
+    assert "left out (run_what_fits): week14: does not fit one NVIDIA H100 80GB HBM3: no memory for the KV cache" \
+        in fitted.stdout
+    assert "run_what_fits: this box runs none of the experiments" in fitted.stderr
 
 
 def test_the_cpu_default_plans_against_this_hosts_memory():

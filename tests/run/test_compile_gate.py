@@ -1,6 +1,6 @@
-"""The compile gate (servelab/run/compile_gate.py), with real processes and locks: a stack's
-first start runs alone, a compile key's first start compiles while the others of its key
-wait and then start warm, a failed start leaves the next in line to compile, and at most
+"""The compile gate (servelab/run/compile_gate.py), with real processes and locks: a compile
+key's first start compiles while the others of its key wait and then start warm, other keys
+go side by side, a failed start leaves the next in line to compile, and at most
 `cold_at_once` cold starts run at once."""
 import json
 import subprocess
@@ -14,9 +14,9 @@ from servelab.run.compile_gate import CompileGate, compile_key
 START = """
 import json, sys, time
 from servelab.run.compile_gate import CompileGate
-directory, keys, hold, ok, slots = sys.argv[1], json.loads(sys.argv[2]), float(sys.argv[3]), sys.argv[4] == "ok", \\
+directory, key, hold, ok, slots = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4] == "ok", \\
     int(sys.argv[5]) or None
-gate = CompileGate(directory, keys, slots, poll_s=0.05, progress=lambda m: None)
+gate = CompileGate(directory, key, slots, poll_s=0.05, progress=lambda m: None)
 gate.wait()
 began = time.time()
 time.sleep(hold)
@@ -26,8 +26,8 @@ print(json.dumps({"began": began, "ended": time.time(), "cold": gate.cold}), flu
 """
 
 
-def start(tmp_path, keys, hold=0.0, ok=True, slots=0):
-    return subprocess.Popen([sys.executable, "-c", START, str(tmp_path), json.dumps(keys), str(hold),
+def start(tmp_path, key, hold=0.0, ok=True, slots=0):
+    return subprocess.Popen([sys.executable, "-c", START, str(tmp_path), key, str(hold),
                              "ok" if ok else "fail", str(slots)], stdout=subprocess.PIPE, text=True)
 
 
@@ -38,42 +38,32 @@ def result(proc):
 
 
 def test_starts_of_one_key_wait_for_the_first_to_be_healthy_then_start_warm(tmp_path):
-    first = start(tmp_path, ["stack", "k1"], hold=1.5)
+    first = start(tmp_path, "k1", hold=1.5)
     time.sleep(0.5)
-    second = start(tmp_path, ["stack", "k1"])
+    second = start(tmp_path, "k1")
     a, b = result(first), result(second)
-    assert a["cold"] == ["stack", "k1"]
-    assert b["cold"] == [] and b["began"] >= a["ended"] - 0.05
-    assert (tmp_path / "k1.warm").exists() and (tmp_path / "stack.warm").exists()
+    assert a["cold"] is True
+    assert b["cold"] is False and b["began"] >= a["ended"] - 0.05
+    assert (tmp_path / "k1.warm").exists()
 
 
-def test_other_keys_go_side_by_side_once_the_stack_is_warm(tmp_path):
-    result(start(tmp_path, ["stack", "k0"]))
-    first, second = start(tmp_path, ["stack", "k1"], hold=1.5), start(tmp_path, ["stack", "k2"], hold=1.5)
+def test_other_keys_go_side_by_side(tmp_path):
+    first, second = start(tmp_path, "k1", hold=1.5), start(tmp_path, "k2", hold=1.5)
     a, b = result(first), result(second)
-    assert a["cold"] == ["k1"] and b["cold"] == ["k2"]
+    assert a["cold"] and b["cold"]
     assert abs(a["began"] - b["began"]) < 1.0      # neither waited for the other
 
 
-def test_the_stack_s_first_start_runs_alone(tmp_path):
-    first = start(tmp_path, ["stack", "k1"], hold=1.5)
-    time.sleep(0.5)
-    other = start(tmp_path, ["stack", "k2"])
-    a, b = result(first), result(other)
-    assert b["began"] >= a["ended"] - 0.05 and b["cold"] == ["k2"]
-
-
 def test_a_failed_start_leaves_no_marker_and_the_next_compiles(tmp_path):
-    failed = start(tmp_path, ["stack", "k1"], hold=1.0, ok=False)
+    failed = start(tmp_path, "k1", hold=1.0, ok=False)
     time.sleep(0.3)
-    nxt = start(tmp_path, ["stack", "k1"])
+    nxt = start(tmp_path, "k1")
     a, b = result(failed), result(nxt)
-    assert b["cold"] == ["stack", "k1"] and b["began"] >= a["ended"] - 0.05
+    assert b["cold"] is True and b["began"] >= a["ended"] - 0.05
 
 
 def test_cold_at_once_caps_cold_starts_of_different_keys(tmp_path):
-    result(start(tmp_path, ["stack", "k0"], slots=1))
-    first, second = start(tmp_path, ["stack", "k1"], hold=1.5, slots=1), start(tmp_path, ["stack", "k2"], hold=1.5, slots=1)
+    first, second = start(tmp_path, "k1", hold=1.5, slots=1), start(tmp_path, "k2", hold=1.5, slots=1)
     a, b = sorted([result(first), result(second)], key=lambda r: r["began"])
     assert b["began"] >= a["ended"] - 0.05
 
@@ -90,7 +80,6 @@ def test_flags_that_compile_nothing_share_a_key_and_the_rest_do_not():
 
 
 def test_a_warm_gate_neither_locks_nor_waits(tmp_path):
-    (tmp_path / "stack.warm").write_text("1\n")
     (tmp_path / "k1.warm").write_text("1\n")
-    gate = CompileGate(tmp_path, ["stack", "k1"], progress=lambda m: None)
-    assert gate.wait() < 0.5 and gate.cold == [] and gate.held == []
+    gate = CompileGate(tmp_path, "k1", progress=lambda m: None)
+    assert gate.wait() < 0.5 and not gate.cold and gate.handle is None

@@ -48,6 +48,32 @@ def test_waiting_for_a_gpu_says_so_and_gets_it_when_freed(tmp_path):
     assert messages and "waiting for 1 free GPU(s) of 0" in messages[0]
 
 
+def test_a_waiting_wide_claim_keeps_each_freed_gpu_and_no_newcomer_jumps_the_queue(tmp_path):
+    """Week 13's TP 4 on a lent 4x H100 waited 17 min while narrower jobs took every GPU
+    that freed: a waiting claim now holds the queue and keeps what frees until it has all."""
+    import threading
+
+    pool = ["0", "1", "2"]
+    a, b = GpuClaim(pool, 1, tmp_path).__enter__(), GpuClaim(pool, 1, tmp_path).__enter__()
+    wide = GpuClaim(pool, 3, tmp_path, poll_s=0.05, progress=lambda m: None)
+    waiting = threading.Thread(target=wide.__enter__)
+    waiting.start()
+    deadline = time.monotonic() + 5
+    while wide.devices != ["2"] and time.monotonic() < deadline:   # it keeps the free one
+        time.sleep(0.05)
+    assert wide.devices == ["2"]
+    newcomer = GpuClaim(pool, 1, tmp_path)
+    a.release()
+    time.sleep(0.3)
+    assert not newcomer.claim_if_free() and "0" in wide.devices   # the freed GPU went to the queue's head
+    b.release()
+    waiting.join(timeout=5)
+    assert sorted(wide.devices) == pool
+    assert not newcomer.claim_if_free()
+    wide.release()
+    assert newcomer.claim_if_free() and newcomer.devices == ["0"]
+
+
 def test_more_gpus_than_the_machine_has_is_named():
     with pytest.raises(ValueError, match="needs 4 GPU\\(s\\); this machine has 2 \\(0,1\\)"):
         GpuClaim(["0", "1"], 4)

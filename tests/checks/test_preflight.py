@@ -103,3 +103,39 @@ def test_installed_engines_with_bytecode_raise_no_alarm():
     assert "experiment(s) need a package" in proc.stdout
     assert "no bytecode" not in proc.stdout
     assert preflight.slow_imports({"experiments": {"w": {"engine": "vllm", "kind": "serve"}}}, ["w"]) == []
+
+
+def test_every_overlay_the_preflight_suggests_is_a_valid_config():
+    """Each line's own remedy, applied as written, passes the schema and the cross-checks
+    (week 12 without eval used to stop the dry run on its accuracy figure), and an experiment
+    it says to leave out is no other's figure's baseline (which would bring it back)."""
+    import copy
+    import re
+
+    import yaml
+    from snakemake.utils import update_config, validate
+
+    from conftest import load_config
+    from servelab.checks import cross_checks
+
+    course = load_config()
+    names = list(course["experiments"])
+    # a vLLM box with none of the course's other packages (transformers comes with vLLM)
+    lacking = {"sglang", "sglang_router", "lm_eval", "lmcache", "nixl", "arctic_inference"}
+    lines = preflight.missing(course, names, has=lambda module, env: module not in lacking)
+    overlays = {line.split(":")[0] for line in lines if "with an overlay `" in line}
+    assert overlays == {"week12", "study_phi4"}      # a section; named configurations
+    for line in lines:
+        config = copy.deepcopy(course)
+        name = line.split(":")[0]
+        if m := re.search(r"with an overlay `(.+)`$", line):
+            update_config(config, yaml.safe_load(m[1]))
+        else:
+            assert line.endswith(f"without {name})"), line
+            config["run"] = [n for n in names if n != name]
+            joins = [other for other in config["run"] for spec in (config["experiments"][other].get("figures") or {}).values()
+                     if spec and name in spec.get("also_from", [])]
+            assert not joins, f"{joins} join {name}: leaving it out of run would not leave it out"
+        cross_checks.drop_nulled_sections(config)
+        validate(config, str(REPO / "config/schema.yaml"))
+        cross_checks.check(config)

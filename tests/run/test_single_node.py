@@ -29,7 +29,10 @@ OVERLAY = {
     "device": "gpu",
     "experiments": {
         "gpu_a": {**ONE_GPU, "title": "a one-GPU server point"},
-        "gpu_b": {**ONE_GPU, "title": "another one-GPU server point"},
+        # its own compile key (servelab/run/compile_gate.py): with gpu_a's it would wait for
+        # gpu_a's start, and the TP=2 job, queued for its GPUs meanwhile, would go before it
+        "gpu_b": {**ONE_GPU, "title": "another one-GPU server point",
+                  "server": {"args": {**SERVER["args"], "max_num_seqs": 8}}},
         "tp2": {**ONE_GPU, "title": "a two-GPU server point (TP=2: one worker per core)",
                 "server": {"args": {**SERVER["args"], "tensor_parallel_size": 2},
                            "env": {"VLLM_CPU_OMP_THREADS_BIND": "0|1"}}},

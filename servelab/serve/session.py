@@ -198,12 +198,12 @@ def session_timing(spec: SessionSpec, launch: Launch, wall_s: float, shared: dic
 
 def compile_gate(spec: SessionSpec, cold_at_once: int | None) -> CompileGate | None:
     """The gate a start of an engine with a compile cache passes (servelab.run.compile_gate):
-    its compile key's; None for other engines."""
+    its compile key's; None for other engines and eager starts."""
     cache = spec.env.get("VLLM_CACHE_ROOT")
     if spec.engine != "vllm" or not cache:
         return None
-    key = compile_gate_key(spec.engine, spec.kind, spec.model_identity, spec.server_knobs)
-    return CompileGate(Path(cache).parent / "gates", key, cold_at_once, progress=log)
+    key = compile_gate_key(spec.engine, spec.model_identity, spec.server_knobs)
+    return None if key is None else CompileGate(Path(cache).parent / "gates", key, cold_at_once, progress=log)
 
 
 def run(spec: SessionSpec, view_path: str | Path, retry_failed: bool = False,

@@ -68,15 +68,17 @@ def test_cold_at_once_caps_cold_starts_of_different_keys(tmp_path):
     assert b["began"] >= a["ended"] - 0.05
 
 
-def test_flags_that_compile_nothing_share_a_key_and_the_rest_do_not():
+def test_a_key_is_the_engine_model_and_parallel_layout_and_eager_starts_have_none():
     base = {"max_num_seqs": 64, "gpu_memory_utilization": 0.9}
-    key = compile_key("vllm", "serve", "shape:abc", base)
-    assert key == compile_key("vllm", "serve", "shape:abc", {**base, "enable_prefix_caching": True,
-                                                             "gpu_memory_utilization": 0.5})
-    assert key != compile_key("vllm", "serve", "shape:abc", {**base, "max_num_seqs": 128})
-    assert key != compile_key("vllm", "serve", "shape:abc", {**base, "tensor_parallel_size": 2})
-    assert key != compile_key("vllm", "offline", "shape:abc", base)
-    assert key != compile_key("vllm", "serve", "shape:def", base)
+    key = compile_key("vllm", "shape:abc", base)
+    # other flags share the key: their starts reuse the first's Inductor and Triton kernels
+    assert key == compile_key("vllm", "shape:abc", {**base, "enable_prefix_caching": True, "max_num_seqs": 128,
+                                                    "enable_expert_parallel": True, "tensor_parallel_size": 1})
+    assert key != compile_key("vllm", "shape:abc", {**base, "tensor_parallel_size": 2})
+    assert key != compile_key("vllm", "shape:abc", {**base, "data_parallel_size": 2})
+    assert key != compile_key("vllm", "shape:def", base)
+    assert compile_key("vllm", "shape:abc", {**base, "enforce_eager": True}) is None
+    assert compile_key("vllm", "shape:abc", {**base, "enforce_eager": False}) == key
 
 
 def test_a_warm_gate_neither_locks_nor_waits(tmp_path):

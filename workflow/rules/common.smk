@@ -243,14 +243,19 @@ def gpus_for(wildcards):
 
 def session_priority(wildcards):
     """Wider sessions first (the square: one TP 4 session outranks four TP 1 ones in the
-    scheduler's sum), then those with more points (the longest first); 0 on the CPU."""
+    scheduler's sum), then the longest: a search's (each round waits for the last one's
+    session: a chain), static batching's (one batch at a time: 311 s on a lent H100, the
+    longest one-GPU session), then those with more points; 0 on the CPU."""
     gpus = gpus_for(wildcards)
     if not gpus:
         return 0
     session = (wildcards.experiment, wildcards.server_point)
+    exp = EXPERIMENTS[wildcards.experiment]
+    if exp.get("search") or exp.get("tool") == "static_batch":
+        return 100 * gpus ** 2 + 99
     points = sum(len(configured_points(SimpleNamespace(experiment=name))[sp] or [])
                  if not EXPERIMENTS[name].get("search") else 4 for name, sp in [session, *guests_of(session)])
-    return 100 * gpus ** 2 + min(99, points)
+    return 100 * gpus ** 2 + min(98, points)
 
 
 # minutes a session job may take (a cluster's time limit; the profile may override):

@@ -7,6 +7,11 @@
 # Usage: setsid bash envs/lent-gpu/course-run.sh [KEEP] > /dev/null 2>&1 &
 set -uo pipefail
 keep=${1:-$HOME/keep}; mkdir -p "$keep"
+# the carried checksums, kept at once: the next call's work tree lacks them, and the
+# installs below outlast this call (on 2026-11-27 SGLang's check then found no file)
+for name in vllm extras sglang; do
+  [ -f ".gpu/$name/payload.sha256" ] && mkdir -p "$HOME/staged/$name" && cp ".gpu/$name/payload.sha256" "$HOME/staged/$name/"
+done
 date +%s > "$keep/install-started"
 { bash envs/lent-gpu/install.sh vllm /tmp/vllm-site && bash envs/lent-gpu/install.sh extras /tmp/vllm-site \
   && bash envs/lent-gpu/install.sh sglang /tmp/sglang-site; } > "$keep/install.log" 2>&1 || { echo install > "$keep/rc"; exit 1; }

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# On the lent machine, once every part of NAME is staged: check the parts against the
-# carried .gpu/NAME/payload.sha256, unpack, install the wheels into TARGET (the image's
+# On the lent machine, once every part of NAME is staged: check the parts against
+# ~/staged/NAME/payload.sha256 (course-run.sh keeps it there) or the carried
+# .gpu/NAME/payload.sha256, unpack, install the wheels into TARGET (the image's
 # torch stays). Idempotent; several NAMEs may share a TARGET (extras on top of vllm).
 # Usage: bash envs/lent-gpu/install.sh NAME TARGET
 set -euo pipefail
@@ -8,7 +9,8 @@ name=$1 target=$2 repo=$PWD
 if [ ! -f "$target/.installed-$name" ]; then
   work=$HOME/unpack/$name; mkdir -p "$work"
   cat "$HOME/staged/$name"/part.* > "$work/payload.tar"
-  (cd "$work" && sha256sum -c "$repo/.gpu/$name/payload.sha256")
+  sums=$HOME/staged/$name/payload.sha256; [ -f "$sums" ] || sums=$repo/.gpu/$name/payload.sha256
+  (cd "$work" && sha256sum -c "$sums")
   tar xf "$work/payload.tar" -C "$work" && rm "$work/payload.tar"
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$target" "$work"/wheels/*.whl
   # bytecode once: the image sets PYTHONDONTWRITEBYTECODE, so every process would compile

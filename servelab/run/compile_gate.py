@@ -1,21 +1,24 @@
-"""Start-ups paid once per compile key: starts of one model on one parallel layout go one
+"""Start-ups paid once per compile key: starts that would compile the same graphs go one
 after another until the first is healthy; the rest start warm from what it cached.
 
 A vLLM start compiles what its caches lack (servelab.run.caches): torch.compile's graphs,
-Inductor's kernels and Triton's JIT kernels. Most of that is the same for every start of
-one model shape on one parallel layout, whatever its other flags: on a lent 4x H100
-(2026-11-27) week 14's Mixtral with expert parallelism compiled in 19 s after the one
-without had compiled for 206 s (417 s to health), and week 5's second server of a key
-started in 48-51 s against the first's 60-67 s (torch.compile 6-7 s against 17-28 s).
-Starts of one key side by side each pay the whole compile. So, before a session claims
-its GPUs, it passes its key's gate (one lock file): the key's first start compiles while
-the others of that key wait, holding no GPU (other keys' sessions use the GPUs
-meanwhile), then start warm.
+Inductor's and Triton's kernels. Starts of one key side by side each pay the whole
+compile. So, before a session claims its GPUs, it passes its key's gate (one lock file):
+the key's first start compiles while the others of that key wait, holding no GPU (other
+keys' sessions use the GPUs meanwhile), then start warm.
 
-The key: engine, model identity and parallel layout (tensor, pipeline, data). An eager
-start (`enforce_eager`) compiles nothing and passes no gate. A key is warm once a start of
-it was healthy (a marker beside its lock, in the cache directory: it lives and dies with
-the cache). A start that fails leaves no marker, and the next in line compiles.
+The key: engine, model identity, parallel layout and the knobs that set the compiled
+shapes (token budget, sequences, lengths, dtypes, speculation, compilation config). The
+rest share it. Measured on lent 4x H100s (2026-11-27):
+- week 5's servers differing in prefix caching: the second compiled in 6-7 s, the first
+  17-28 s;
+- week 14's Mixtral with and without expert parallelism (one key): 267 s of compile for
+  the first, 27 s for the second (120 s to health against 417 s);
+- week 1 after week 8's search point (another token budget, so another key) still
+  compiled for 22 s: a budget's compile ranges are its own, so it is in the key.
+An eager start (`enforce_eager`) compiles nothing and passes no gate. A key is warm once a
+start of it was healthy (a marker beside its lock, in the cache directory: it lives and
+dies with the cache). A start that fails leaves no marker, and the next in line compiles.
 `cold_at_once` (config `cold_starts_at_once`) caps cold starts side by side where set.
 Not a level of its own: the stack (every model's first start). Gating each stack's first
 start made the whole box wait 417 s for that Mixtral's cold start, GPUs idle.
@@ -29,17 +32,20 @@ import json
 import time
 from pathlib import Path
 
-# the knobs that make a start compile other graphs and kernels: its parallel layout
+# what a start's compiled graphs and kernels depend on, beside engine and model
 LAYOUT = ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size")
+COMPILED_SHAPES = ("max_num_batched_tokens", "max_num_seqs", "max_model_len", "enable_chunked_prefill",
+                   "kv_cache_dtype", "dtype", "quantization", "speculative_config", "compilation_config")
 
 
 def compile_key(engine: str, model_identity: str, knobs: dict) -> str | None:
-    """A short name of what a start compiles, the same for starts that share their kernels;
-    None for an eager start (it compiles nothing: no gate)."""
+    """A short name of what a start compiles, the same for starts that share their graphs
+    and kernels; None for an eager start (it compiles nothing: no gate)."""
     if knobs.get("enforce_eager") in (True, "true", "True"):
         return None
     layout = {k: int(knobs.get(k) or 1) for k in LAYOUT}
-    raw = json.dumps([engine, model_identity, layout], sort_keys=True)
+    shapes = {k: knobs[k] for k in COMPILED_SHAPES if knobs.get(k) is not None}
+    raw = json.dumps([engine, model_identity, layout, shapes], sort_keys=True, default=str)
     return hashlib.sha256(raw.encode()).hexdigest()[:16]
 
 

@@ -68,14 +68,17 @@ def test_cold_at_once_caps_cold_starts_of_different_keys(tmp_path):
     assert b["began"] >= a["ended"] - 0.05
 
 
-def test_a_key_is_the_engine_model_and_parallel_layout_and_eager_starts_have_none():
+def test_a_key_is_engine_model_layout_and_compiled_shapes_and_eager_starts_have_none():
     base = {"max_num_seqs": 64, "gpu_memory_utilization": 0.9}
     key = compile_key("vllm", "shape:abc", base)
-    # other flags share the key: their starts reuse the first's Inductor and Triton kernels
-    assert key == compile_key("vllm", "shape:abc", {**base, "enable_prefix_caching": True, "max_num_seqs": 128,
-                                                    "enable_expert_parallel": True, "tensor_parallel_size": 1})
-    assert key != compile_key("vllm", "shape:abc", {**base, "tensor_parallel_size": 2})
-    assert key != compile_key("vllm", "shape:abc", {**base, "data_parallel_size": 2})
+    # knobs that leave the compiled graphs alone share the key (measured: a Mixtral's expert
+    # parallelism, prefix caching)
+    assert key == compile_key("vllm", "shape:abc", {**base, "enable_prefix_caching": True, "tensor_parallel_size": 1,
+                                                    "enable_expert_parallel": True, "gpu_memory_utilization": 0.5})
+    for other in ({"max_num_seqs": 128}, {"max_num_batched_tokens": 1024}, {"kv_cache_dtype": "fp8"},
+                  {"tensor_parallel_size": 2}, {"data_parallel_size": 2},
+                  {"speculative_config": {"method": "ngram", "num_speculative_tokens": 5}}):
+        assert key != compile_key("vllm", "shape:abc", {**base, **other}), other
     assert key != compile_key("vllm", "shape:def", base)
     assert compile_key("vllm", "shape:abc", {**base, "enforce_eager": True}) is None
     assert compile_key("vllm", "shape:abc", {**base, "enforce_eager": False}) == key

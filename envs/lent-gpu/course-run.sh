@@ -3,7 +3,9 @@
 # staged (stage.sh): install them, then the whole course from one command, the GPU check
 # with run_what_fits (config/gpu-check.yaml), from a copy of the project in ~/sl. Writes
 # only under KEEP (default ~/keep: a lent machine empties $OUT at every call): install.log,
-# run.log, rc, timestamps; `pack` makes course.tgz of the tables, figures and timings.
+# run.log, rc, timestamps; pack-results.sh packs what it measured. A course longer than
+# one lent slot goes on in the next: carry the packed .gpu/resume/course.tgz with the
+# call that starts this script, and the run measures only what its store lacks.
 # Usage: setsid bash envs/lent-gpu/course-run.sh [KEEP] > /dev/null 2>&1 &
 set -uo pipefail
 keep=${1:-$HOME/keep}; mkdir -p "$keep"
@@ -12,11 +14,13 @@ keep=${1:-$HOME/keep}; mkdir -p "$keep"
 for name in vllm extras sglang; do
   [ -f ".gpu/$name/payload.sha256" ] && mkdir -p "$HOME/staged/$name" && cp ".gpu/$name/payload.sha256" "$HOME/staged/$name/"
 done
+[ -f .gpu/resume/course.tgz ] && cp .gpu/resume/course.tgz "$keep/resume.tgz"
 date +%s > "$keep/install-started"
 { bash envs/lent-gpu/install.sh vllm /tmp/vllm-site && bash envs/lent-gpu/install.sh extras /tmp/vllm-site \
   && bash envs/lent-gpu/install.sh sglang /tmp/sglang-site; } > "$keep/install.log" 2>&1 || { echo install > "$keep/rc"; exit 1; }
 rm -rf "$HOME/sl" && mkdir -p "$HOME/sl" && tar cf - --exclude=./.gpu . | tar xf - -C "$HOME/sl"
 cd "$HOME/sl"
+[ -f "$keep/resume.tgz" ] && tar xzf "$keep/resume.tgz" results
 export PYTHONPATH=/tmp/vllm-site
 gpus=$(nvidia-smi -L | wc -l)
 date +%s > "$keep/run-started"

@@ -2,6 +2,7 @@
 GPU memory, packages where the engine imports them and profilers on PATH
 (servelab/checks/box_fit.py); the DAG a dry run builds then lacks exactly those."""
 import json
+import re
 import subprocess
 import sys
 
@@ -138,3 +139,14 @@ def test_a_dry_run_on_two_gpus_lists_what_it_leaves_out_and_builds_no_job_for_it
     jobs = out.stdout + out.stderr
     assert "server_point=tensor_parallel_size=2" in jobs
     assert "server_point=tensor_parallel_size=4" not in jobs
+    # the session rule's priorities (workflow/rules/common.smk): wider first, then the longest
+    priority = {}
+    for block in (text.split("\n[")[0] for text in jobs.split("rule session:")[1:]):
+        where, rank = re.search(r"wildcards: experiment=(\S+), server_point=(\S+)", block), \
+            re.search(r"priority: (\d+)", block)
+        priority[where[1], where[2]] = int(rank[1]) if rank else 0
+    assert priority["week13", "tensor_parallel_size=2"] == 100 * 2 ** 2 + 3        # three rates
+    static = {("week04_static", "base"), ("week07_static", "base")}                  # static batching
+    assert {priority[k] for k in static} == {100 + 99}
+    one_gpu = [v for k, v in priority.items() if 100 <= v < 400 and k not in static]
+    assert one_gpu and max(one_gpu) < 199

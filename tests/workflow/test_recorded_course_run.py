@@ -3,13 +3,13 @@ h100x4_20261127c: config/gpu-check.yaml with run_what_fits, single-node profile,
 + lm-eval 0.4.13 + LMCache 0.5.6 and SGLang 0.5.17 from envs/lent-gpu), replayed: what it
 left out, what the compile gate saved, where the GPU-seconds went, and the two faults it
 showed (a gated stack start, a starved TP 4 claim) that the code since fixes."""
-import json
 import re
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
+from helpers import recorded_run
 from servelab.run import timing
 
 RUN = Path(__file__).parents[1] / "data/recorded_gpu/h100x4_20261127c"
@@ -18,12 +18,12 @@ LOG = (RUN / "run.log").read_text()
 
 @pytest.fixture(scope="module")
 def timings():
-    return timing.load(sorted((RUN / "timing").glob("*.json")))
+    return recorded_run.timings(RUN)
 
 
 @pytest.fixture(scope="module")
 def tables():
-    return {p.name.split(".")[0]: pd.read_csv(p) for p in sorted(RUN.glob("*.metrics.csv"))}
+    return recorded_run.tables(RUN)
 
 
 def test_one_command_ran_every_week_the_box_could_and_named_the_one_it_could_not():

@@ -10,6 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from helpers import recorded_run
 from servelab.checks.validate import load_configs
 from servelab.config.experiments import server_points
 from servelab.run import timing
@@ -18,17 +19,8 @@ from servelab.run.compile_gate import compile_key
 ROOT = Path(__file__).parents[2]
 RUN = ROOT / "tests/data/recorded_gpu/h100x4_20261127d"
 LOG = (RUN / "run.log").read_text()
+TIMINGS, TABLES = recorded_run.timings(RUN), recorded_run.tables(RUN)
 RUN_WALL_S = 1155   # 12:09:18 (Snakemake's start) to 12:28:33 (the last line before the device time ran out)
-
-
-@pytest.fixture(scope="module")
-def timings():
-    return timing.load(sorted((RUN / "timing").glob("*.json")))
-
-
-@pytest.fixture(scope="module")
-def tables():
-    return {p.name.split(".")[0]: pd.read_csv(p) for p in sorted(RUN.glob("*.metrics.csv"))}
 
 
 @pytest.fixture(scope="module")
@@ -40,39 +32,39 @@ def knobs(config: dict, experiment: str, point: str) -> dict:
     return server_points(config["experiments"][experiment])[point]
 
 
-def test_the_run_left_out_only_what_the_box_lacked_and_every_ended_row_is_valid(tables):
+def test_the_run_left_out_only_what_the_box_lacked_and_every_ended_row_is_valid():
     assert "servelab run-what-fits: on 4 GPU(s) (NVIDIA H100 80GB HBM3): runs 29 experiment(s), " \
            "66 server point(s); leaves out 1:" in LOG
-    rows = pd.concat(tables.values())
+    rows = pd.concat(TABLES.values())
     assert len(rows) == 22 and rows["valid"].all()
     assert {"0.26.0", "0.5.17"} <= set(rows["engine_version"].astype(str))   # vLLM and SGLang
 
 
-def test_a_mixtrals_two_servers_share_a_key_and_the_second_compiled_a_tenth(check_config, tables, timings):
+def test_a_mixtrals_two_servers_share_a_key_and_the_second_compiled_a_tenth(check_config):
     """Expert parallelism is no compiled shape: one key. The first start compiled 267 s (417 s
     to health); the second waited for it at the gate, holding no GPU, imported its engine
     meanwhile, and compiled 27 s (120 s to health)."""
     ep = {v: knobs(check_config, "week14", f"enable_expert_parallel={v}") for v in ("false", "true")}
     assert compile_key("vllm", "mixtral_8x7b", ep["false"]) == compile_key("vllm", "mixtral_8x7b", ep["true"])
-    week14 = tables["week14"].drop_duplicates("server_point").set_index("server_point")
+    week14 = TABLES["week14"].drop_duplicates("server_point").set_index("server_point")
     first, second = week14.loc["enable_expert_parallel=true"], week14.loc["enable_expert_parallel=false"]
     assert first["startup_compile_s"] > 250 and first["server_startup_s"] > 400
     assert second["startup_compile_s"] < first["startup_compile_s"] / 5
     assert second["server_startup_s"] < first["server_startup_s"] / 3
     assert second["startup_imported_ahead_s"] > 20            # pre-started while it waited
-    gated = {t["server_point"]: t for t in timings if t["experiment"] == "week14"}
+    gated = {t["server_point"]: t for t in TIMINGS if t["experiment"] == "week14"}
     assert gated["enable_expert_parallel=true"]["compile"] == "cold"
     assert gated["enable_expert_parallel=false"]["compile"] == "warm"
     assert gated["enable_expert_parallel=false"]["gate_wait_s"] > 400
 
 
-def test_a_token_budget_is_a_compiled_shape(check_config, tables, timings):
+def test_a_token_budget_is_a_compiled_shape(check_config):
     """At b36aa85 the key was engine, model and layout alone: week 1's server waited 131 s at
     the gate for week 8's search point (chunk budget 1024), then compiled 22 s anyway, as
     long as a cold start. The budget is in the key now."""
-    week01 = next(t for t in timings if t["experiment"] == "week01")
+    week01 = next(t for t in TIMINGS if t["experiment"] == "week01")
     assert week01["compile"] == "warm" and week01["gate_wait_s"] > 100
-    assert tables["week01"]["startup_compile_s"].iloc[0] > 17
+    assert TABLES["week01"]["startup_compile_s"].iloc[0] > 17
     search = check_config["experiments"]["week08_search"]
     budget = {**search["server"]["args"], "max_num_batched_tokens": 1024}
     assert compile_key("vllm", "llama31_8b", knobs(check_config, "week01", "base")) != \
@@ -90,8 +82,8 @@ def test_week13s_tp4_session_was_never_launched():
     assert len(claims) == 16 and all(len(c.split(",")) <= 2 for c in claims)
 
 
-def test_where_the_gpu_seconds_of_the_ended_sessions_went(timings):
-    text = timing.summary(timings, run_wall_s=RUN_WALL_S)
+def test_where_the_gpu_seconds_of_the_ended_sessions_went():
+    text = timing.summary(TIMINGS, run_wall_s=RUN_WALL_S)
     assert "all: 14 session(s) (2 on another session's engine)" in text
     assert "starts 4 cold, 4 warm (compile gate)" in text
     parts = re.search(r"GPU-s: start-ups (\d+), benchmark runs (\d+), idle or other (\d+) of (\d+)",

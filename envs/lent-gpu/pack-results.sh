@@ -11,5 +11,7 @@ set -euo pipefail
 dest=${1:-$OUT}; keep=${KEEP:-$HOME/keep}; mkdir -p "$dest"
 cd "$HOME/sl"
 cp -f "$keep/run.log" logs/course-run.log 2>/dev/null || true
-tar czf "$dest/course.tgz" --warning=no-file-changed results logs
+# tar's status 1: a file changed while it was read (the run goes on); the pack stands
+tar czf "$dest/course.tgz.part" --warning=no-file-changed results logs || [ $? -eq 1 ]
+mv "$dest/course.tgz.part" "$dest/course.tgz"
 echo "packed $(tar tzf "$dest/course.tgz" | grep -c 'bench.json$') measured point(s) into $dest/course.tgz ($(du -h "$dest/course.tgz" | cut -f1))"

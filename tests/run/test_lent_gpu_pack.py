@@ -24,6 +24,7 @@ def test_the_pack_holds_the_store_the_tables_and_the_runs_log(tmp_path):
                           env={**os.environ, "HOME": str(home)}, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert f"packed 1 measured point(s) into {out}/course.tgz" in proc.stdout
+    assert sorted(p.name for p in out.iterdir()) == ["course.tgz"]     # written whole, then renamed
     with tarfile.open(out / "course.tgz") as tar:
         names = set(tar.getnames())
         assert {"results/week01/store/abc123/bench.json", "results/week01/store/abc123/record.json",

@@ -26,12 +26,13 @@ gpus=$(nvidia-smi -L | wc -l)
 date +%s > "$keep/run-started"
 # a pack of what is measured so far every two minutes, so the slot's last call only copies
 # $keep/course.tgz into $OUT, however early the device time ends
-( while sleep 120; do KEEP=$keep bash envs/lent-gpu/pack-results.sh "$keep" > "$keep/pack.log" 2>&1; done ) &
+pack() { KEEP=$keep bash envs/lent-gpu/pack-results.sh "$keep" > "$keep/pack.log" 2>&1; }
+( while sleep 120; do pack; done ) &
 packer=$!
 # the command as a user types it on a GPU box (README), with the lent machine's SGLang target
 python3 -m snakemake --profile profiles/single-node --resources gpu=$((2 * gpus)) \
   --configfile config/config.yaml config/gpu-check.yaml envs/lent-gpu/engines.yaml > "$keep/run.log" 2>&1
 echo $? > "$keep/rc"
 kill "$packer" 2>/dev/null
-KEEP=$keep bash envs/lent-gpu/pack-results.sh "$keep" > "$keep/pack.log" 2>&1
+pack
 date +%s > "$keep/run-ended"

@@ -41,7 +41,7 @@ COMPILED_SHAPES = ("max_num_batched_tokens", "max_num_seqs", "max_model_len", "e
 def compile_key(engine: str, model_identity: str, knobs: dict) -> str | None:
     """A short name of what a start compiles, the same for starts that share their graphs
     and kernels; None for an eager start (it compiles nothing: no gate)."""
-    if knobs.get("enforce_eager") in (True, "true", "True"):
+    if knobs.get("enforce_eager"):
         return None
     layout = {k: int(knobs.get(k) or 1) for k in LAYOUT}
     shapes = {k: knobs[k] for k in COMPILED_SHAPES if knobs.get(k) is not None}

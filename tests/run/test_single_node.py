@@ -90,7 +90,10 @@ def test_a_job_waiting_for_its_gpu_pre_started_its_server(single_node_run):
         log = (work / f"logs/{name}/base.session.log").read_text()
         assert "compile gate" not in log   # eager starts compile nothing: no gate (servelab/run/compile_gate.py)
         (view,) = json.loads((work / f"results/{name}/sessions/base.json").read_text())
-        (server_log,) = work.glob(f"results/{name}/store/sessions/base-*/server.log")
+        # the session that measured (one killed before health leaves a transient.json and no
+        # timing.json, and the profile's retry starts another)
+        (server_log,) = [p for p in work.glob(f"results/{name}/store/sessions/base-*/server.log")
+                         if (p.parent / "timing.json").exists()]
         text = server_log.read_text()
         # imported, granted the GPUs the job claimed, then vLLM's own start
         assert text.index("servelab: imported ahead at") < text.index("servelab: GPU(s) granted at") \

@@ -5,7 +5,8 @@
 # only under KEEP (default ~/keep: a lent machine empties $OUT at every call): install.log,
 # run.log, rc, timestamps; pack-results.sh packs what it measured. A course longer than
 # one lent slot goes on in the next: carry the packed .gpu/resume/course.tgz with the
-# call that starts this script, and the run measures only what its store lacks.
+# call that starts this script, and the run measures only what its store lacks; with
+# .gpu/resume/caches.tgz (pack-caches.sh) it also starts from the first slot's caches.
 # Usage: setsid bash envs/lent-gpu/course-run.sh [KEEP] > /dev/null 2>&1 &
 set -uo pipefail
 keep=${1:-$HOME/keep}; mkdir -p "$keep"
@@ -15,12 +16,15 @@ for name in vllm extras sglang; do
   [ -f ".gpu/$name/payload.sha256" ] && mkdir -p "$HOME/staged/$name" && cp ".gpu/$name/payload.sha256" "$HOME/staged/$name/"
 done
 [ -f .gpu/resume/course.tgz ] && cp .gpu/resume/course.tgz "$keep/resume.tgz"
+[ -s .gpu/resume/caches.tgz ] && cp .gpu/resume/caches.tgz "$keep/resume-caches.tgz"
 date +%s > "$keep/install-started"
 { bash envs/lent-gpu/install.sh vllm /tmp/vllm-site && bash envs/lent-gpu/install.sh extras /tmp/vllm-site \
   && bash envs/lent-gpu/install.sh sglang /tmp/sglang-site; } > "$keep/install.log" 2>&1 || { echo install > "$keep/rc"; exit 1; }
 rm -rf "$HOME/sl" && mkdir -p "$HOME/sl" && tar cf - --exclude=./.gpu . | tar xf - -C "$HOME/sl"
 cd "$HOME/sl"
 [ -f "$keep/resume.tgz" ] && tar xzf "$keep/resume.tgz" results
+# the first slot's engine caches (pack-caches.sh): gzip'd tars one after another
+[ -f "$keep/resume-caches.tgz" ] && tar xzif "$keep/resume-caches.tgz"
 export PYTHONPATH=/tmp/vllm-site
 gpus=$(nvidia-smi -L | wc -l)
 date +%s > "$keep/run-started"

@@ -43,14 +43,44 @@ def test_a_poll_brings_back_the_latest_pack_in_pieces_that_reassemble(tmp_path):
     (home / "keep/run.log").write_text("[Fri Nov 27 12:20:00 2026]\n7 of 145 steps (5%) done\n"
                                        "[servelab 12:20:01] week05/base: session wall 119s\n")
     (home / "keep/rc").write_text("0\n")               # the run ended: the poll waits no longer
+    (home / "sl/.cache/vllm-0.26.0_x/flashinfer").mkdir(parents=True)
+    (home / "sl/.cache/vllm-0.26.0_x/flashinfer/sampling.so").write_bytes(b"jit")
     proc = subprocess.run(["bash", str(ROOT / "envs/lent-gpu/poll.sh"), "600"],
-                          env={**os.environ, "HOME": str(home), "OUT": str(out)},
+                          env={**os.environ, "HOME": str(home), "OUT": str(out), "CACHES": "1"},
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert "run: ended, rc 0" in proc.stdout and "7 of 145 steps (5%) done" in proc.stdout
+    assert sorted(p.name for p in out.iterdir()) == ["caches.tgz.0", "course.tgz.0"]   # the last poll: caches too
     pieces = sorted(out.glob("course.tgz.*"))
-    assert [p.name for p in pieces] == ["course.tgz.0"]
     whole = tmp_path / "course.tgz"
     whole.write_bytes(b"".join(p.read_bytes() for p in pieces))
     with tarfile.open(whole) as tar:
         assert "results/week05/store/def456/bench.json" in tar.getnames()
+
+
+def test_the_caches_pack_takes_the_dearest_first_and_what_fits(tmp_path):
+    """FlashInfer's JIT builds, then vLLM's graphs with the gate's markers, then Triton's and
+    Inductor's kernels, while the pack stays under its limit; a cache left out is named. The
+    pack unpacks as course-run.sh unpacks it (`tar xzif`: gzip'd tars one after another)."""
+    home, out = tmp_path / "home", tmp_path / "out"
+    stack = home / "sl/.cache/vllm-0.26.0_torch-2.11.0_NVIDIA_H100"
+    for sub, name in [("flashinfer", "jit/allreduce_fusion.so"), ("vllm", "torch_compile_cache/ab/model"),
+                      ("gates", "efdcc15ccdce90b0.warm"), ("inductor", "fx/graph.py")]:
+        (stack / sub / name).parent.mkdir(parents=True, exist_ok=True)
+        (stack / sub / name).write_bytes(b"compiled " * 1000)
+    (stack / "triton").mkdir()
+    (stack / "triton/kernel.cubin").write_bytes(os.urandom(2 * 1024 * 1024))   # incompressible: over 1 MiB
+    proc = subprocess.run(["bash", str(ROOT / "envs/lent-gpu/pack-caches.sh"), str(out), "1"],
+                          env={**os.environ, "HOME": str(home)}, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith(f"packed .cache/{stack.name}/flashinfer")
+    assert lines[1].startswith(f"packed .cache/{stack.name}/vllm .cache/{stack.name}/gates")
+    assert lines[2].startswith(f"left out .cache/{stack.name}/triton") and "over 1 MiB in all" in lines[2]
+    assert lines[3].startswith(f"packed .cache/{stack.name}/inductor")
+    unpacked = tmp_path / "next-slot"
+    unpacked.mkdir()
+    subprocess.run(["tar", "xzif", str(out / "caches.tgz")], cwd=unpacked, check=True)
+    got = {p.relative_to(unpacked / ".cache" / stack.name).as_posix() for p in unpacked.rglob("*") if p.is_file()}
+    assert got == {"flashinfer/jit/allreduce_fusion.so", "vllm/torch_compile_cache/ab/model",
+                   "gates/efdcc15ccdce90b0.warm", "inductor/fx/graph.py"}

@@ -13,7 +13,9 @@ rest share it. Measured on lent 4x H100s (2026-11-27):
 - week 5's servers differing in prefix caching: the second compiled in 6-7 s, the first
   17-28 s;
 - week 14's Mixtral with and without expert parallelism (one key): 267 s of compile for
-  the first, 27 s for the second (120 s to health against 417 s);
+  the first, 27 s for the second (120 s to health against 417 s); in a later run 203 s of
+  the first's 229 s were FlashInfer's JIT build of the TP 2 all-reduce fusion, which the
+  second found in the cache (0 s);
 - week 1 after week 8's search point (another token budget, so another key) still
   compiled for 22 s: a budget's compile ranges are its own, so it is in the key.
 An eager start (`enforce_eager`) compiles nothing and passes no gate. A key is warm once a

@@ -12,7 +12,8 @@ Waiting is first come, first served: a job that waits takes the queue lock and, 
 it, keeps each GPU that frees until it has its count; no job claims while one waits. On a
 lent 4x H100 (2026-11-27) claims that only took a whole set at once left week 13's TP 4
 session waiting 17 minutes for four free GPUs while one- and two-GPU jobs took each GPU
-that freed.
+that freed. At a run's start, a job narrower than the machine lets a wider job launched
+with it claim first (`START_GRACE_S`).
 """
 
 from __future__ import annotations
@@ -24,6 +25,11 @@ import time
 from pathlib import Path
 
 LOCK_DIR = Path(os.environ.get("SERVELAB_GPU_LOCK_DIR", "/tmp/servelab-gpu-locks"))
+# A job narrower than the machine that finds every GPU free (a run's start) waits this long
+# before it claims, so that a wider job Snakemake launched in the same round claims first:
+# a TP 2 job taking two GPUs of an empty 4-GPU box first would leave the TP 4 job waiting,
+# keeping the other two idle until the TP 2 session ended.
+START_GRACE_S = float(os.environ.get("SERVELAB_GPU_START_GRACE_S", "5"))
 
 
 def scheduler_assigned(env: dict) -> bool:
@@ -47,12 +53,12 @@ class GpuClaim:
     """Hold `count` of `devices` exclusively (context manager); `.devices` once held."""
 
     def __init__(self, devices: list[str], count: int, lock_dir: Path = LOCK_DIR,
-                 poll_s: float = 2.0, progress=print):
+                 poll_s: float = 2.0, progress=print, start_grace_s: float = 0.0):
         if count > len(devices):
             raise ValueError(f"the point needs {count} GPU(s); this machine has {len(devices)} "
                              f"({','.join(devices) or 'none'})")
         self.pool, self.count, self.lock_dir = devices, count, Path(lock_dir)
-        self.poll_s, self.progress = poll_s, progress
+        self.poll_s, self.progress, self.start_grace_s = poll_s, progress, start_grace_s
         self.handles: list = []
         self.devices: list[str] = []
 
@@ -99,8 +105,23 @@ class GpuClaim:
             handle.close()  # closing the file drops its flock
         self.handles, self.devices = [], []
 
+    def all_free(self) -> bool:
+        """No GPU of the pool is held (a run's start). A shared lock: jobs asking at once do
+        not take each other's question for a claim."""
+        self.lock_dir.mkdir(parents=True, exist_ok=True)
+        for device in self.pool:
+            with open(self.lock_dir / f"gpu{device}.lock", "a+") as handle:
+                try:
+                    fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    return False
+        return True
+
     def claim_if_free(self) -> bool:
-        """Claim at once where the GPUs are free and no job waits for GPUs."""
+        """Claim at once where the GPUs are free and no job waits for GPUs (a narrower job
+        than the machine, on an empty machine, after `start_grace_s`: wider ones first)."""
+        if self.start_grace_s and self.count < len(self.pool) and self.all_free():
+            time.sleep(self.start_grace_s)
         queue = self.queue(blocking=False)
         if queue is None:
             return False
@@ -157,13 +178,14 @@ class JobGpus:
         if self.claim is None:
             # a short poll: a job that waits with its engine imported gets a freed GPU before
             # a job Snakemake starts in its place can ask for it
-            self.held(GpuClaim(self.pool, self.count, self.lock_dir, poll_s=0.2, progress=self.progress).__enter__())
+            self.held(GpuClaim(self.pool, self.count, self.lock_dir, poll_s=0.2, progress=self.progress,
+                               start_grace_s=START_GRACE_S).__enter__())
         return self.claim.devices
 
     def take_if_free(self) -> bool:
         """Claim at once if the GPUs are free (True), else leave them (False)."""
         if self.claim is None and self.pool:
-            claim = GpuClaim(self.pool, self.count, self.lock_dir, progress=self.progress)
+            claim = GpuClaim(self.pool, self.count, self.lock_dir, progress=self.progress, start_grace_s=START_GRACE_S)
             if claim.claim_if_free():
                 self.held(claim)
         return self.claim is not None

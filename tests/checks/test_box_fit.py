@@ -150,3 +150,12 @@ def test_a_dry_run_on_two_gpus_lists_what_it_leaves_out_and_builds_no_job_for_it
     assert {priority[k] for k in static} == {100 + 99}
     one_gpu = [v for k, v in priority.items() if 100 <= v < 400 and k not in static]
     assert one_gpu and max(one_gpu) < 199
+    # the sessions start together, once every model and dataset is made: each waits for the
+    # marker, whose job waits for every model the run's sessions read
+    marker = "resources/models/.run-inputs-made"
+    sessions = jobs.split("rule session:")[1:]
+    assert all(marker in block.split("output:")[0] for block in sessions)
+    made = jobs.split("rule run_inputs_made:")[1].split("output:")[0].split("input:")[1]
+    assert {"resources/models/shapes/llama31_8b", "resources/models/shapes/llama31_8b_fp8",
+            "resources/models/shapes/mixtral_8x7b", "resources/datasets/synthetic_sharegpt.json"} <= \
+        {f.strip() for f in made.split(",")}

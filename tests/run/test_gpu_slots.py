@@ -74,6 +74,40 @@ def test_a_waiting_wide_claim_keeps_each_freed_gpu_and_no_newcomer_jumps_the_que
     assert newcomer.claim_if_free() and newcomer.devices == ["0"]
 
 
+def test_on_an_empty_machine_a_wider_job_launched_with_narrower_ones_claims_first(tmp_path):
+    """A run's start: Snakemake launches a TP 4 job and two TP 2 jobs in one round. A TP 2
+    claiming first would leave the TP 4 waiting and keeping the other two GPUs idle for the
+    whole TP 2 session; the narrower ones wait `start_grace_s` first and then queue."""
+    import threading
+
+    pool = ["0", "1", "2", "3"]
+    narrow = [GpuClaim(pool, 2, tmp_path, poll_s=0.05, progress=lambda m: None, start_grace_s=0.5)
+              for _ in range(2)]
+    threads = [threading.Thread(target=n.__enter__) for n in narrow]
+    for t in threads:
+        t.start()                                  # launched first, by a whisker
+    time.sleep(0.1)
+    wide = GpuClaim(pool, 4, tmp_path, start_grace_s=0.5)
+    assert wide.claim_if_free() and wide.devices == pool   # no grace for the widest: at once
+    time.sleep(0.8)
+    assert all(n.devices == [] for n in narrow)            # after their grace: queued, not holding
+    wide.release()
+    for t in threads:
+        t.join(timeout=5)
+    assert sorted(narrow[0].devices + narrow[1].devices) == pool
+
+
+def test_the_start_grace_is_only_for_an_empty_machine(tmp_path):
+    """Mid-run (a GPU held) a narrower job claims a free GPU at once: no grace to pay."""
+    pool = ["0", "1"]
+    with GpuClaim(pool, 1, tmp_path):
+        late = GpuClaim(pool, 1, tmp_path, start_grace_s=30)
+        started = time.monotonic()
+        assert late.claim_if_free() and late.devices == ["1"]
+        assert time.monotonic() - started < 5
+        late.release()
+
+
 def test_more_gpus_than_the_machine_has_is_named():
     with pytest.raises(ValueError, match="needs 4 GPU\\(s\\); this machine has 2 \\(0,1\\)"):
         GpuClaim(["0", "1"], 4)

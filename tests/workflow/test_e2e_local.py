@@ -18,7 +18,7 @@ import pandas as pd
 import pytest
 
 from conftest import FIRST_RUN_CONFIGS as CONFIGS, LOCAL_RUN as LOCAL
-from conftest import commit_workdir, default_sigint, load_config, snakemake, with_overlay
+from conftest import REPO, commit_workdir, default_sigint, load_config, make_workdir, snakemake, with_overlay
 from servelab.config.experiments import compares_configurations, server_points
 
 pytestmark = pytest.mark.e2e
@@ -309,6 +309,31 @@ def test_no_session_process_is_left_after_a_run(workdir, first_run):
 def test_noop_rerun_has_nothing_to_do(workdir, first_run):
     proc = snakemake(workdir, *LOCAL, "-n")
     assert "Nothing to be done" in proc.stdout + proc.stderr
+
+
+def test_a_pack_of_the_results_resumes_on_a_fresh_box_without_measuring_again(workdir, first_run, tmp_path):
+    """The lent-GPU slots' resume (envs/lent-gpu/pack-results.sh, course-run.sh): the pack
+    unpacked into a fresh copy of the workflow, with no .snakemake state, no models and no
+    caches, as on the next slot's box. There the sessions the pack holds run again (their
+    models are made anew for the sessions still to measure; forced here, where nothing else
+    needs them): each finds its points in the store and starts no engine, and the tables
+    are the same."""
+    home = tmp_path / "home"
+    (home / "keep").mkdir(parents=True)
+    (home / "sl").symlink_to(workdir)
+    subprocess.run(["bash", str(REPO / "envs/lent-gpu/pack-results.sh"), str(tmp_path)],
+                   env={**os.environ, "HOME": str(home)}, check=True, capture_output=True)
+    fresh = make_workdir(tmp_path / "next-slot")
+    subprocess.run(["tar", "xzf", str(tmp_path / "course.tgz"), "results"], cwd=fresh, check=True)
+    targets = ["results/week01/metrics.csv", "results/week05/metrics.csv"]
+    before = {t: pd.read_csv(workdir / t) for t in targets}
+    proc = snakemake(fresh, *targets, "--forcerun", "session", "metrics_table", *LOCAL)
+    assert "rule tiny_model" in proc.stdout + proc.stderr               # the model, made anew
+    logs = [p.read_text() for p in (fresh / "logs").glob("week0[15]/*.session.log")]
+    assert len(logs) == 1 + len(server_points(load_config(*CONFIGS)["experiments"]["week05"]))
+    assert all("0 to measure" in log and "starting" not in log for log in logs)
+    for t in targets:
+        pd.testing.assert_frame_equal(pd.read_csv(fresh / t), before[t])
 
 
 def test_the_default_ends_with_no_failed_point(workdir, first_run):

@@ -140,7 +140,37 @@ def experiment_dataset(exp):
     return dummy_weights.dataset(config, exp["dataset"])
 
 
+# On a GPU box checked with dummy weights, every session waits until every model and dataset
+# of the run is made (seconds): the scheduler's first choice is then among all sessions, and
+# the widest (highest priority) takes the empty box. Sessions made ready one model at a time
+# let a Mixtral's TP 2 pair and a P/D pair take the units a TP 4 session needed, which then
+# ran last, after the others drained (lent 4x H100, 2026-11-27). ancient(): a marker remade
+# for a new model reruns no session.
+RUN_INPUTS_MARKER = f"{MODELS_DIR}/.run-inputs-made"
+
+
+def sessions_start_together():
+    return config["device"] != "cpu" and bool(config.get("dummy_weights"))
+
+
+def run_inputs(wildcards=None):
+    """Every model, dataset and eval task a session of the run's experiments reads."""
+    files = set()
+    for name in ex.enabled_experiments(config):
+        for sp in SERVER_POINTS[name]:
+            inputs = session_own_inputs(SimpleNamespace(experiment=name, server_point=sp))
+            files.update(v for k, v in inputs.items() if k not in ("engine_host", "guest_files"))
+    return sorted(files)
+
+
 def session_inputs(wildcards):
+    inputs = session_own_inputs(wildcards)
+    if sessions_start_together():
+        inputs["run_inputs"] = ancient(RUN_INPUTS_MARKER)
+    return inputs
+
+
+def session_own_inputs(wildcards):
     exp = EXPERIMENTS[wildcards.experiment]
     knobs = server_knobs(wildcards)
     inputs = {"model": dummy_weights.model_dir(config, ex.point_model(exp, knobs))}
@@ -216,7 +246,7 @@ def guests_of(session):
 
 def guest_files(name, server_point):
     """A guest session's own inputs besides the model (which it shares with its host)."""
-    inputs = session_inputs(SimpleNamespace(experiment=name, server_point=server_point))
+    inputs = session_own_inputs(SimpleNamespace(experiment=name, server_point=server_point))
     return {"dataset": inputs.get("dataset"), "eval_tasks": inputs.get("eval_tasks")}
 
 

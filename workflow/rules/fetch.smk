@@ -101,3 +101,13 @@ rule generated_eval_task:
         "../../envs/vllm.yaml"
     script:
         "../scripts/make_eval_task.py"
+
+
+rule run_inputs_made:
+    # every session's model and dataset made: on a GPU box's dummy-weights check the
+    # sessions start together from here, widest first (common.smk, RUN_INPUTS_MARKER)
+    localrule: True
+    input:
+        run_inputs,
+    output:
+        touch(RUN_INPUTS_MARKER),

@@ -16,8 +16,6 @@ if [ ! -f "$keep/run.log" ]; then
   exit 0
 fi
 grep -E "steps \(|servelab" "$keep/run.log" | tail -n 20
-# the engines' caches a next slot could carry (compile, Triton, FlashInfer)
-[ -f "$keep/rc" ] && du -sh "$HOME"/sl/.cache/* "$HOME"/.triton "$HOME"/.cache/* 2>/dev/null
 # its own pack (course-run.sh packs into KEEP on its own clock; two packers never share a file)
 mkdir -p "$keep/poll" "$out"
 KEEP=$keep bash "$(dirname "$0")/pack-results.sh" "$keep/poll" || exit 1

@@ -155,22 +155,16 @@ def sessions_start_together():
 
 def run_inputs(wildcards=None):
     """Every model, dataset and eval task a session of the run's experiments reads."""
-    files = set()
-    for name in ex.enabled_experiments(config):
-        for sp in SERVER_POINTS[name]:
-            inputs = session_own_inputs(SimpleNamespace(experiment=name, server_point=sp))
-            files.update(v for k, v in inputs.items() if k not in ("engine_host", "guest_files"))
-    return sorted(files)
+    return sorted({f for name in ex.enabled_experiments(config) for sp in SERVER_POINTS[name]
+                   for f in session_files(SimpleNamespace(experiment=name, server_point=sp)).values()})
 
 
-def session_inputs(wildcards):
-    inputs = session_own_inputs(wildcards)
-    if sessions_start_together():
-        inputs["run_inputs"] = ancient(RUN_INPUTS_MARKER)
-    return inputs
+def start_marker():
+    return {"run_inputs": ancient(RUN_INPUTS_MARKER)} if sessions_start_together() else {}
 
 
-def session_own_inputs(wildcards):
+def session_files(wildcards):
+    """What a session's engine and client read: its model (and draft), dataset, eval task."""
     exp = EXPERIMENTS[wildcards.experiment]
     knobs = server_knobs(wildcards)
     inputs = {"model": dummy_weights.model_dir(config, ex.point_model(exp, knobs))}
@@ -180,6 +174,11 @@ def session_own_inputs(wildcards):
         inputs["dataset"] = f"{DATASETS_DIR}/{experiment_dataset(exp)}.json"
     if "generated_task" in exp.get("eval", {}):
         inputs["eval_tasks"] = f"{DATASETS_DIR}/lm_eval/{exp['eval']['generated_task']['name']}"
+    return inputs
+
+
+def session_inputs(wildcards):
+    inputs = {**session_files(wildcards), **start_marker()}
     session = (wildcards.experiment, wildcards.server_point)
     if session in ENGINE_HOSTS:
         # after its host, whose job measures its points on the same engine: it then finds
@@ -246,7 +245,7 @@ def guests_of(session):
 
 def guest_files(name, server_point):
     """A guest session's own inputs besides the model (which it shares with its host)."""
-    inputs = session_own_inputs(SimpleNamespace(experiment=name, server_point=server_point))
+    inputs = session_files(SimpleNamespace(experiment=name, server_point=server_point))
     return {"dataset": inputs.get("dataset"), "eval_tasks": inputs.get("eval_tasks")}
 
 

@@ -43,7 +43,7 @@ def confirm_params(wildcards):
 
 
 def confirm_inputs(wildcards):
-    return {k: v for k, v in session_inputs(wildcards).items() if k not in ("engine_host", "guest_files")}
+    return {**session_files(wildcards), **start_marker()}
 
 
 rule search_confirm:

@@ -1,29 +1,47 @@
 #!/usr/bin/env bash
-# On the lent machine while course-run.sh runs: wait up to SECONDS (less if the run ends),
-# say where the run stands, then pack what it measured so far and leave the pack in OUT in
-# pieces of at most 15 MiB (a device call returns files of up to 16 MiB). Every poll thus
-# brings the latest pack back, so the slot's device time may end after any call.
-# With CACHES=1 (the slot's last poll) the engines' caches come back too (pack-caches.sh).
+# On the lent machine while course-run.sh runs: return within SECONDS whatever happens,
+# with where the run stands and the latest pack of what it measured in OUT, in pieces of at
+# most 15 MiB (a device call returns files of up to 16 MiB, 64 MiB in all). It waits (less
+# if the run ends), keeping PACK_S seconds (default 60) for packing: a fresh pack if one
+# finishes in time, else course-run.sh's own, taken every two minutes. Give SECONDS under
+# the call's limit and start the next call at once: a lent machine goes back 30 s after a
+# call returns, and a call killed at its limit brings nothing back (2026-11-27, slot 2: a
+# pack of week 2's profiler traces outlasted the 600 s call; the box, its run and its
+# caches were gone before the next call).
+# With CACHES=1 (the slot's last poll) the engines' caches come back too (pack-caches.sh),
+# in what the results' pack leaves of the call's 64 MiB; give that poll PACK_S=150.
 # Reassemble: cat course.tgz.* > .gpu/resume/course.tgz (caches.tgz.* likewise)
-# Usage: [CACHES=1] bash envs/lent-gpu/poll.sh SECONDS [KEEP] [OUT]
+# Usage: [CACHES=1] [PACK_S=60] bash envs/lent-gpu/poll.sh SECONDS [KEEP] [OUT]
 set -uo pipefail
-wait_s=$1; keep=${2:-$HOME/keep}; out=${3:-$OUT}
-end=$(( $(date +%s) + wait_s ))
-while [ "$(date +%s)" -lt "$end" ] && [ ! -f "$keep/rc" ]; do sleep 5; done
+here=$(cd "$(dirname "$0")" && pwd)
+budget=$1; keep=${2:-$HOME/keep}; out=${3:-$OUT}; pack_s=${PACK_S:-60}
+start=$(date +%s); deadline=$((start + budget))
+left() { echo $((deadline - $(date +%s))); }
+while [ "$(left)" -gt "$pack_s" ] && [ ! -f "$keep/rc" ]; do sleep 1; done
 echo "== $(date -u +%T) run: $(cat "$keep/rc" 2>/dev/null | sed 's/^/ended, rc /' || echo going on)"
 if [ ! -f "$keep/run.log" ]; then
   tail -n 5 "$keep/install.log" 2>/dev/null
   exit 0
 fi
-grep -E "steps \(|servelab" "$keep/run.log" | tail -n 20
-# its own pack (course-run.sh packs into KEEP on its own clock; two packers never share a file)
+grep -E "steps \(|servelab" "$keep/run.log" | grep -v "waiting for server on port" | tail -n 20
 mkdir -p "$keep/poll" "$out"
-KEEP=$keep bash "$(dirname "$0")/pack-results.sh" "$keep/poll" || exit 1
 rm -f "$out"/course.tgz.* "$out"/caches.tgz.*
-split -b 15M -d -a 1 "$keep/poll/course.tgz" "$out/course.tgz."
-if [ "${CACHES:-0}" = 1 ]; then
-  # what a call returns: 64 MiB in all, so the caches get what the results' pack leaves
-  left=$(( 60 - $(stat -c %s "$keep/poll/course.tgz") / 1048576 ))
-  bash "$(dirname "$0")/pack-caches.sh" "$keep/poll" "$left" && split -b 15M -d -a 1 "$keep/poll/caches.tgz" "$out/caches.tgz."
+# its own pack (course-run.sh packs into KEEP on its own clock; two packers never share a file)
+pack=$keep/poll/course.tgz
+rm -f "$pack"
+if [ "$(left)" -gt 5 ]; then
+  KEEP=$keep timeout $(($(left) - 5)) bash "$here/pack-results.sh" "$keep/poll"
 fi
-ls "$out"
+if [ ! -s "$pack" ]; then
+  pack=$keep/course.tgz
+  [ -s "$pack" ] || { echo "no pack: a fresh one did not finish in time and course-run.sh has made none"; exit 1; }
+  echo "a fresh pack did not finish in time: course-run.sh's of $(date -u -r "$pack" +%T) comes back"
+fi
+split -b 15M -d -a 1 "$pack" "$out/course.tgz."
+if [ "${CACHES:-0}" = 1 ] && [ "$(left)" -gt 5 ]; then
+  room=$(( 60 - $(stat -c %s "$pack") / 1048576 ))
+  timeout $(($(left) - 5)) bash "$here/pack-caches.sh" "$keep/poll" "$room" \
+    && split -b 15M -d -a 1 "$keep/poll/caches.tgz" "$out/caches.tgz." \
+    || echo "the caches did not come back: their pack did not finish in time"
+fi
+ls "$out"; echo "== poll took $(( $(date +%s) - start )) s of $budget"

@@ -64,7 +64,20 @@ ENGINE_PROCESS = re.compile(r"(\d\d-\d\d \d\d:\d\d:\d\d) \[[^\]]*\] Initializing
 # Each to +-1 s. A pre-started server's imports ahead of its grant are not in its start-up.
 TIMELINE_PHASES = ("startup_imports_s", "startup_frontend_s")
 AHEAD = "startup_imported_ahead_s"
-STARTUP_COLUMNS = (*STARTUP_PHASES, *TIMELINE_PHASES, AHEAD)
+# two spans inside the engine's init, from their lines' times (+-1 s), where a fresh box's
+# start-up goes to FlashInfer's JIT builds (nvcc on the CPU while the GPUs wait; a warm box
+# finds them cached, 0 s). 2026-11-27, 4x H100, vLLM 0.26.0, fresh box:
+#   all-reduce fusion, TP 4: "Using flashinfer allreduce backend: trtllm" at 18:47:57,
+#     "Initialized FlashInfer Allreduce norm fusion workspace" at 18:51:06: 189 s
+#   warm-up after the graphs: "Graph capturing finished" at 18:51:43, "init engine (...)
+#     took" at 18:53:37: 114 s, silent (week 12's FP8 start: 98 s; warm: 0-1 s)
+INIT_SPANS = {
+    "startup_allreduce_fusion_s": (re.compile(r"Using flashinfer allreduce backend"),
+                                   re.compile(r"Initialized FlashInfer Allreduce norm fusion workspace")),
+    "startup_warmup_s": (re.compile(r"Graph capturing finished in"),
+                         re.compile(r"init engine \(profile, create kv cache, warmup model\) took")),
+}
+STARTUP_COLUMNS = (*STARTUP_PHASES, *TIMELINE_PHASES, *INIT_SPANS, AHEAD)
 
 
 def facts(text: str) -> dict:
@@ -91,8 +104,8 @@ def facts(text: str) -> dict:
 
 
 def timeline(text: str) -> dict:
-    """{startup_imports_s, startup_frontend_s, startup_imported_ahead_s} from the lines'
-    times, for what the log shows."""
+    """{startup_imports_s, startup_frontend_s, startup_imported_ahead_s} and the INIT_SPANS
+    from the lines' times, for what the log shows."""
     first, engine = VLLM_STAMP.search(text), ENGINE_PROCESS.search(text)
     local = lambda m: datetime.strptime(m[1], prestart.TIME_FORMAT) if m else None
     launched, imported, granted = local(LAUNCHED.search(text)), local(IMPORTED.search(text)), local(GRANTED.search(text))
@@ -108,7 +121,19 @@ def timeline(text: str) -> dict:
         out["startup_imports_s"] = round(max((stamp(first) - launch).total_seconds(), 0.0), 3)
     if first and engine:
         out["startup_frontend_s"] = (stamp(engine) - stamp(first)).total_seconds()
+    for name, (begin, end) in INIT_SPANS.items():
+        began, ended = line_stamp(text, begin), line_stamp(text, end)
+        if began and ended:   # the first rank's lines: with TP the others repeat them
+            out[name] = max((stamp(ended) - stamp(began)).total_seconds(), 0.0)
     return out
+
+
+def line_stamp(text: str, pattern: re.Pattern) -> re.Match | None:
+    """The vLLM stamp of the first line matching pattern."""
+    if m := pattern.search(text):
+        start = text.rfind("\n", 0, m.start()) + 1
+        return VLLM_STAMP.search(text, start, m.start())
+    return None
 
 
 def launch_line() -> bytes:

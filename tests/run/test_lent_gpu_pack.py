@@ -4,6 +4,7 @@ next lent slot, where the store spares every packed point a new measurement."""
 import os
 import subprocess
 import tarfile
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).parents[2]
@@ -32,6 +33,32 @@ def test_the_pack_holds_the_store_the_tables_and_the_runs_log(tmp_path):
         assert tar.extractfile("logs/course-run.log").read().startswith(b"servelab run-what-fits")
 
 
+def test_a_file_too_big_to_come_back_stays_on_the_box_named_but_a_point_always_goes(tmp_path):
+    """Week 2's profiler traces run to hundreds of MiB: packed, they outlast a poll and
+    overflow what a device call returns. They stay, named with their sizes; a point's
+    bench.json goes whatever its size, as the next slot's store counts it."""
+    home, out = tmp_path / "home", tmp_path / "out"
+    session = home / "sl/results/week02_profile/store/sessions/base-1/torch_profile"
+    session.mkdir(parents=True)
+    (session / "rank0.pt.trace.json.gz").write_bytes(os.urandom(1536 * 1024))   # 1.5 MiB
+    (session / "rank0.small.json").write_text("{}")
+    point = home / "sl/results/week02_profile/store/abc123"
+    point.mkdir(parents=True)
+    (point / "bench.json").write_text('{"itl": [' + ",".join(["0.0123456"] * 200000) + "]}")   # 2 MiB
+    (home / "keep").mkdir()
+    proc = subprocess.run(["bash", str(ROOT / "envs/lent-gpu/pack-results.sh"), str(out)],
+                          env={**os.environ, "HOME": str(home), "BIG_MIB": "1"}, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert "left on the box, over 1 MiB each (1 file(s)" in proc.stdout
+    assert "largest results/week02_profile/store/sessions/base-1/torch_profile/rank0.pt.trace.json.gz" in proc.stdout
+    with tarfile.open(out / "course.tgz") as tar:
+        names = set(tar.getnames())
+        assert "results/week02_profile/store/abc123/bench.json" in names
+        assert "results/week02_profile/store/sessions/base-1/torch_profile/rank0.small.json" in names
+        assert not any(n.endswith("rank0.pt.trace.json.gz") for n in names)
+        listed = tar.extractfile("logs/left-out-of-pack.txt").read().decode()
+    assert listed == "1572864\tresults/week02_profile/store/sessions/base-1/torch_profile/rank0.pt.trace.json.gz\n"
+
 
 def test_a_poll_brings_back_the_latest_pack_in_pieces_that_reassemble(tmp_path):
     home, out = tmp_path / "home", tmp_path / "out"
@@ -45,17 +72,55 @@ def test_a_poll_brings_back_the_latest_pack_in_pieces_that_reassemble(tmp_path):
     (home / "keep/rc").write_text("0\n")               # the run ended: the poll waits no longer
     (home / "sl/.cache/vllm-0.26.0_x/flashinfer").mkdir(parents=True)
     (home / "sl/.cache/vllm-0.26.0_x/flashinfer/sampling.so").write_bytes(b"jit")
-    proc = subprocess.run(["bash", str(ROOT / "envs/lent-gpu/poll.sh"), "600"],
+    proc = subprocess.run(["bash", str(ROOT / "envs/lent-gpu/poll.sh"), "60"],
                           env={**os.environ, "HOME": str(home), "OUT": str(out), "CACHES": "1"},
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert "run: ended, rc 0" in proc.stdout and "7 of 145 steps (5%) done" in proc.stdout
     assert sorted(p.name for p in out.iterdir()) == ["caches.tgz.0", "course.tgz.0"]   # the last poll: caches too
+    assert "a fresh pack did not finish" not in proc.stdout
     pieces = sorted(out.glob("course.tgz.*"))
     whole = tmp_path / "course.tgz"
     whole.write_bytes(b"".join(p.read_bytes() for p in pieces))
     with tarfile.open(whole) as tar:
         assert "results/week05/store/def456/bench.json" in tar.getnames()
+
+
+def test_a_poll_returns_within_its_seconds_while_the_run_goes_on(tmp_path):
+    """A poll killed at the device call's limit brings nothing back, and the machine goes
+    back 30 s later: a poll ends by itself, keeping PACK_S of its seconds for the pack."""
+    home, out = tmp_path / "home", tmp_path / "out"
+    point = home / "sl/results/week13/store/aa11"
+    point.mkdir(parents=True)
+    (point / "bench.json").write_text('{"completed": 16}')
+    (home / "keep").mkdir()
+    (home / "keep/run.log").write_text("[servelab 18:46:09] GPU(s) 0,1,2,3 of 0,1,2,3 claimed for this job\n"
+                                       "[servelab 18:46:20] waiting for server on port 34079: 10s of 1800s\n")
+    began = time.monotonic()
+    proc = subprocess.run(["bash", str(ROOT / "envs/lent-gpu/poll.sh"), "12"],   # no rc: the run goes on
+                          env={**os.environ, "HOME": str(home), "OUT": str(out), "PACK_S": "6"},
+                          capture_output=True, text=True, timeout=60)
+    took = time.monotonic() - began
+    assert proc.returncode == 0, proc.stderr
+    assert 5 <= took <= 12, took                      # waited for the run, then packed within its seconds
+    assert "run: going on" in proc.stdout and "claimed for this job" in proc.stdout
+    assert "waiting for server on port" not in proc.stdout          # a start's heartbeat is noise here
+    assert [p.name for p in out.iterdir()] == ["course.tgz.0"]
+
+
+def test_a_poll_that_cannot_pack_afresh_brings_back_the_runs_own_pack(tmp_path):
+    home, out = tmp_path / "home", tmp_path / "out"
+    (home / "keep").mkdir(parents=True)
+    (home / "keep/run.log").write_text("12 of 147 steps (8%) done\n")
+    (home / "keep/rc").write_text("0\n")
+    (home / "keep/course.tgz").write_bytes(b"the pack course-run.sh took two minutes ago")
+    # no ~/sl: the fresh pack fails (as one cut at the poll's deadline would)
+    proc = subprocess.run(["bash", str(ROOT / "envs/lent-gpu/poll.sh"), "30"],
+                          env={**os.environ, "HOME": str(home), "OUT": str(out)},
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "a fresh pack did not finish in time: course-run.sh's of" in proc.stdout
+    assert (out / "course.tgz.0").read_bytes() == b"the pack course-run.sh took two minutes ago"
 
 
 def test_the_caches_pack_takes_the_dearest_first_and_what_fits(tmp_path):

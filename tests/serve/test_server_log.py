@@ -23,7 +23,7 @@ def test_recorded_vllm026_h100_log_in_its_own_wording():
     assert facts == {"kv_cache_device": "GPU", "kv_cache_tokens": 449968, "max_concurrency_x": 109.86,
                      "weights_gib": 15.0, "startup_weights_s": 3.578341, "startup_compile_s": 29.28,
                      "startup_cuda_graphs_s": 7.0, "startup_engine_init_s": 61.97,
-                     "startup_frontend_s": 52.0}
+                     "startup_frontend_s": 52.0, "startup_warmup_s": 21.0}
 
 
 def test_recorded_vllm026_h100_metrics_give_the_cache_config():
@@ -78,8 +78,10 @@ def test_imports_and_frontend_from_the_lines_times():
     recorded = (GPU / "vllm026_h100_server.log").read_text()
     # the API server's first line at 12:06:04, its engine process's first at 12:06:56
     launched = "servelab: launched at 2026-11-22 12:05:50.500000\n"
-    assert server_log.timeline(launched + recorded) == {"startup_imports_s": 13.5, "startup_frontend_s": 52.0}
-    assert server_log.timeline(recorded) == {"startup_frontend_s": 52.0}          # launched by hand
+    # graphs finished at 12:07:43, the engine's init ended at 12:08:04: a warm-up of 21 s
+    assert server_log.timeline(launched + recorded) == {"startup_imports_s": 13.5, "startup_frontend_s": 52.0,
+                                                        "startup_warmup_s": 21.0}
+    assert server_log.timeline(recorded) == {"startup_frontend_s": 52.0, "startup_warmup_s": 21.0}   # by hand
     # SGLang's lines carry no such stamps; a server that died before its engine process
     assert server_log.timeline(launched + "[2026-11-22 12:06:01] server_args=...\n") == {}
     assert server_log.timeline(launched + "(APIServer pid=1) INFO 11-22 12:05:59 [x.py:1] args\n") == \
@@ -95,11 +97,30 @@ def test_a_pre_started_servers_imports_ahead_are_not_in_its_start_up():
              "servelab: imported ahead at 2026-11-22 12:04:14.250000\n"     # then it waited
              "servelab: GPU(s) granted at 2026-11-22 12:06:03.000000\n")
     # imports from the grant to the API server's first line (12:06:04); frontend as before
-    assert server_log.timeline(gated + recorded) == {"startup_imported_ahead_s": 14.25,
-                                                     "startup_imports_s": 1.0, "startup_frontend_s": 52.0}
+    assert server_log.timeline(gated + recorded) == {"startup_imported_ahead_s": 14.25, "startup_imports_s": 1.0,
+                                                     "startup_frontend_s": 52.0, "startup_warmup_s": 21.0}
     # granted at its launch (its GPU was free): its imports are in its start-up, as unstarted
     at_once = gated.replace("12:06:03.000000", "12:04:00.100000")
-    assert server_log.timeline(at_once + recorded) == {"startup_imports_s": 124.0, "startup_frontend_s": 52.0}
+    assert server_log.timeline(at_once + recorded) == {"startup_imports_s": 124.0, "startup_frontend_s": 52.0,
+                                                       "startup_warmup_s": 21.0}
+
+
+def test_a_fresh_boxs_flashinfer_jit_builds_show_as_spans_of_the_engines_init():
+    """Real vLLM 0.26 logs of the lent 4x H100 (2026-11-27): on a fresh box the GPUs wait for
+    nvcc. Week 13's TP 4 start (slot 2): the all-reduce fusion's JIT 189 s, the silent warm-up
+    after the graphs 114 s, of an engine init of 349 s. Week 14's two Mixtral TP 2 starts: the
+    first built the fusion (203 s), the second found it cached (0 s). Week 12's FP8 start: no
+    fusion at TP 1, a warm-up of 99 s (to +-1 s: the stamps are cut to the second)."""
+    tp4 = server_log.facts((GPU / "h100x4_20261127f/logs/week13.tensor_parallel_size=4.server.log").read_text())
+    assert (tp4["startup_allreduce_fusion_s"], tp4["startup_warmup_s"], tp4["startup_engine_init_s"]) == \
+        (189.0, 114.0, 349.03)
+    slot1 = GPU / "h100x4_20261127e/logs"
+    cold = server_log.timeline((slot1 / "week14.enable_expert_parallel=true.server.log").read_text())
+    warm = server_log.timeline((slot1 / "week14.enable_expert_parallel=false.server.log").read_text())
+    assert (cold["startup_allreduce_fusion_s"], warm["startup_allreduce_fusion_s"]) == (203.0, 0.0)
+    assert warm["startup_warmup_s"] <= 1.0
+    fp8 = server_log.timeline((slot1 / "week12.model=llama31_8b_fp8.server.log").read_text())
+    assert "startup_allreduce_fusion_s" not in fp8 and fp8["startup_warmup_s"] == 99.0
 
 
 def test_recorded_sglang0517_h100_log_gives_kv_capacity_and_weights():

@@ -27,14 +27,16 @@ def summary(timings: list[dict], run_wall_s: float | None = None) -> str:
 
     def line(name: str, group: list[dict]) -> str:
         total = {k: sum(t.get(k, 0.0) for t in group) for k in ("wall_s", "startup_s", "points_s", "warmup_s",
-                                                                  "drift_s", "repeats_s", "gpu_wait_s", "gate_wait_s")}
+                                                                  "drift_s", "repeats_s", "gpu_wait_s", "gate_wait_s",
+                                                                  "startup_jit_s")}
         starts = {c: sum(1 for t in group if t.get("compile") == c) for c in ("cold", "warm")}
         needed = needed_s(total)
         ratio = f"{total['wall_s'] / needed:.3f}" if needed else "-"
         shared = sum(1 for t in group if t.get("shared_engine"))
         on_shared = f" ({shared} on another session's engine)" if shared else ""
+        jit = f" (FlashInfer JIT builds {total['startup_jit_s']:.0f}s)" if total["startup_jit_s"] >= 1 else ""
         return (f"  {name}: {len(group)} session(s){on_shared}, wall {total['wall_s']:.0f}s = start-ups "
-                f"{total['startup_s']:.0f}s + client points {total['points_s']:.0f}s"
+                f"{total['startup_s']:.0f}s{jit} + client points {total['points_s']:.0f}s"
                 + (f" (repeats after the first {total['repeats_s']:.0f}s)" if total["repeats_s"] else "")
                 + " + warm-ups "
                 f"{total['warmup_s']:.0f}s + drift checks {total['drift_s']:.0f}s + other; "
@@ -71,12 +73,14 @@ def run_line(timings: list[dict], run_wall_s: float) -> str:
     names = sorted(g if len({h for h, _ in gpus}) == 1 else f"{h}:{g}" for h, g in gpus)
     gpu_s = sum(needed_s(t) * max(1, len(t.get("gpus", ()))) for t in timings)
     least = gpu_s / len(gpus)
-    startup_gpu_s = sum(t.get("startup_s", 0.0) * max(1, len(t.get("gpus", ()))) for t in timings)
+    held = lambda key: sum(t.get(key, 0.0) * max(1, len(t.get("gpus", ()))) for t in timings)
+    startup_gpu_s, jit_gpu_s = held("startup_s"), held("startup_jit_s")
     idle = len(gpus) * run_wall_s - gpu_s
     return (text + f"; on {len(gpus)} GPU(s) ({','.join(names)}): start-ups + benchmark runs "
             f"{gpu_s:.0f} GPU-s / {len(gpus)} = {least:.0f}s, run wall / that = {run_wall_s / least:.3f}; "
-            f"GPU-s: start-ups {startup_gpu_s:.0f}, benchmark runs {gpu_s - startup_gpu_s:.0f}, "
-            f"idle or other {idle:.0f} of {len(gpus) * run_wall_s:.0f}")
+            f"GPU-s: start-ups {startup_gpu_s:.0f}"
+            + (f" (waiting for FlashInfer JIT builds {jit_gpu_s:.0f})" if jit_gpu_s >= 1 else "")
+            + f", benchmark runs {gpu_s - startup_gpu_s:.0f}, idle or other {idle:.0f} of {len(gpus) * run_wall_s:.0f}")
 
 
 def this_runs(results: Path, since: float) -> list[Path]:

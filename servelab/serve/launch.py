@@ -164,6 +164,7 @@ class Launch:
     gate: CompileGate | None = None   # passed before its GPUs are claimed, warm once healthy (compile_gate)
     gpu_wait_s: float = 0.0
     gate_wait_s: float = 0.0   # waiting for a start of its compile key to fill the cache
+    jit_s: float = 0.0   # of its start-ups, the spans of FlashInfer's JIT builds (server_log.INIT_SPANS)
     plan: dict | None = None   # the capacity plan it started under (servelab.fetch.capacity)
     shared_from: dict | None = None   # on another experiment's engine: its experiment, point, session
     offline_reasons: dict = field(default_factory=dict)   # runner error -> the engine's own reason

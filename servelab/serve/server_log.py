@@ -128,6 +128,12 @@ def timeline(text: str) -> dict:
     return out
 
 
+def jit_spans_s(facts: dict) -> float:
+    """A start's seconds in the INIT_SPANS: on a fresh box, its GPUs waiting for FlashInfer's
+    JIT builds (0-1 s once they are cached)."""
+    return sum(facts.get(name) or 0.0 for name in INIT_SPANS)
+
+
 def line_stamp(text: str, pattern: re.Pattern) -> re.Match | None:
     """The vLLM stamp of the first line matching pattern."""
     if m := pattern.search(text):

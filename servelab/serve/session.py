@@ -87,6 +87,7 @@ def measure(launch: Launch, missing: list[tuple[str, dict, dict]], guests: list[
                 launch.facts = {**server_log.read_facts(fleet.facts_from.log,
                                                         server_log.scrape_metrics(fleet.facts_from.base_url)),
                                 **server_log.scrape_server_info(fleet.facts_from.base_url, launch.engine.info_path)}
+                launch.jit_s += server_log.jit_spans_s(launch.facts)
                 with sidecars(spec, fleet, launch_dir):
                     launch.warmup = warm_up(launch, first_load(group), launch_dir)
                     measure_points(launch, group, done)
@@ -190,6 +191,8 @@ def session_timing(spec: SessionSpec, launch: Launch, wall_s: float, shared: dic
             "wall_s": round(wall_s, 2), **{k: round(v, 2) for k, v in launch.timing.items()},
             **({"shared_engine": shared} if shared else {}),
             **({"gpu_wait_s": round(launch.gpu_wait_s, 2)} if round(launch.gpu_wait_s, 2) else {}),
+            # of startup_s, the seconds its GPUs waited for FlashInfer's JIT builds (a fresh box)
+            **({"startup_jit_s": round(launch.jit_s, 2)} if round(launch.jit_s, 2) and not shared else {}),
             # its start compiled (cold) or found its compile key cached (warm); waited for that
             **({"compile": "cold" if launch.gate.cold else "warm", "gate_wait_s": round(launch.gate_wait_s, 2)}
                if launch.gate is not None and not shared else {}),

@@ -135,10 +135,11 @@ def jit_spans_s(facts: dict) -> float:
 
 
 def line_stamp(text: str, pattern: re.Pattern) -> re.Match | None:
-    """The vLLM stamp of the first line matching pattern."""
+    """The vLLM stamp of the first line matching pattern: the last stamp before the match on
+    its line (a TP worker's progress bar shares its line with other ranks' messages)."""
     if m := pattern.search(text):
         start = text.rfind("\n", 0, m.start()) + 1
-        return VLLM_STAMP.search(text, start, m.start())
+        return next(reversed(list(VLLM_STAMP.finditer(text, start, m.start()))), None)
     return None
 
 

@@ -121,6 +121,12 @@ def test_a_fresh_boxs_flashinfer_jit_builds_show_as_spans_of_the_engines_init():
     assert warm["startup_warmup_s"] <= 1.0
     fp8 = server_log.timeline((slot1 / "week12.model=llama31_8b_fp8.server.log").read_text())
     assert "startup_allreduce_fusion_s" not in fp8 and fp8["startup_warmup_s"] == 99.0
+    # as vLLM writes it, a rank's progress bar (\r, no newline) runs into another's line
+    shared = ("(Worker_TP1 pid=2) INFO 11-27 18:51:40 [x.py:1] Registering\rCapturing CUDA graphs: 100%"
+              "(Worker_TP0 pid=1) INFO 11-27 18:51:43 [model_runner.py:747] Graph capturing finished in 9 secs\n"
+              "(EngineCore pid=3) INFO 11-27 18:53:37 [core.py:340] init engine (profile, create kv cache, "
+              "warmup model) took 349.03 s\n")
+    assert server_log.timeline(shared)["startup_warmup_s"] == 114.0
 
 
 def test_recorded_sglang0517_h100_log_gives_kv_capacity_and_weights():

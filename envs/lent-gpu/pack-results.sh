@@ -7,8 +7,9 @@
 # slot, in two. Point files are written whole (servelab.atomic), so a pack taken while the
 # run goes on holds no half-written point.
 # A file over BIG_MIB (default 8) stays on the box, named with its size in the pack's
-# logs/left-out-of-pack.txt: week 2's torch-profiler traces run to hundreds of MiB, and a
-# pack must come back in one device call (64 MiB) within a poll's time. A point's
+# logs/left-out-of-pack.txt: week 2's torch-profiler traces are 7-11 MB gzipped for the
+# tiny model on a CPU, more for an 8B on a GPU, and a pack must come back in one device
+# call (64 MiB) within a poll's time. A point's
 # bench.json always goes: the next slot's store counts it as measured.
 # Usage: [BIG_MIB=8] bash envs/lent-gpu/pack-results.sh [DEST]
 set -euo pipefail

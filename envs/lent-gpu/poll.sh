@@ -6,8 +6,8 @@
 # finishes in time, else course-run.sh's own, taken every two minutes. Give SECONDS under
 # the call's limit and start the next call at once: a lent machine goes back 30 s after a
 # call returns, and a call killed at its limit brings nothing back (2026-11-27, slot 2: a
-# pack of week 2's profiler traces outlasted the 600 s call; the box, its run and its
-# caches were gone before the next call).
+# pack of the whole results/, most likely week 2's profiler traces, outlasted the 600 s
+# call; the box, its run and its caches were gone before the next call).
 # With CACHES=1 (the slot's last poll) the engines' caches come back too (pack-caches.sh),
 # in what the results' pack leaves of the call's 64 MiB; give that poll PACK_S=150.
 # Reassemble: cat course.tgz.* > .gpu/resume/course.tgz (caches.tgz.* likewise)

@@ -34,8 +34,9 @@ def test_the_pack_holds_the_store_the_tables_and_the_runs_log(tmp_path):
 
 
 def test_a_file_too_big_to_come_back_stays_on_the_box_named_but_a_point_always_goes(tmp_path):
-    """Week 2's profiler traces run to hundreds of MiB: packed, they outlast a poll and
-    overflow what a device call returns. They stay, named with their sizes; a point's
+    """A torch-profiler trace is 7-11 MB gzipped even for the tiny model on a CPU (week 2),
+    more for an 8B on a GPU: packed, such files can outlast a poll and overflow what a
+    device call returns. They stay, named with their sizes; a point's
     bench.json goes whatever its size, as the next slot's store counts it."""
     home, out = tmp_path / "home", tmp_path / "out"
     session = home / "sl/results/week02_profile/store/sessions/base-1/torch_profile"

@@ -2,7 +2,6 @@
 import json
 import os
 import time
-
 from types import SimpleNamespace
 
 from servelab.run import timing

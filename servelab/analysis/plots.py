@@ -235,7 +235,10 @@ def build(df: pd.DataFrame, spec: dict, name: str = "figure"):
         sub = data if ax_key is None else data[data[spec["col"]] == ax_key]
         xs = sub[x].cat.codes if order is not None else sub[x]
         if sub["_ci"].notna().any():
-            ax.errorbar(xs, sub["_y"], yerr=sub["_ci"], fmt="none", ecolor="dimgray", elinewidth=1,
+            # a latency or a rate is never below 0: a wide interval over few repeats stops there
+            # (2026-11-27: week 1's rate-10 TTFT over 3 repeats reached -440 ms, the axis -500)
+            below = sub["_ci"].where(sub["_y"] < 0, sub["_ci"].clip(upper=sub["_y"]))
+            ax.errorbar(xs, sub["_y"], yerr=[below, sub["_ci"]], fmt="none", ecolor="dimgray", elinewidth=1,
                         capsize=4, zorder=4, label="95 % interval over repeats")
         if "warnings" in sub.columns and (warned := sub["warnings"].fillna("").astype(str).ne("")).any():
             ax.scatter(xs[warned], sub["_y"][warned], s=220, facecolors="none", edgecolors="darkorange",

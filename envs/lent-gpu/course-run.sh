@@ -20,7 +20,9 @@ done
 date +%s > "$keep/install-started"
 { bash envs/lent-gpu/install.sh vllm /tmp/vllm-site && bash envs/lent-gpu/install.sh extras /tmp/vllm-site \
   && bash envs/lent-gpu/install.sh sglang /tmp/sglang-site; } > "$keep/install.log" 2>&1 || { echo install > "$keep/rc"; exit 1; }
-rm -rf "$HOME/sl" && mkdir -p "$HOME/sl" && tar cf - --exclude=./.gpu . | tar xf - -C "$HOME/sl"
+# a fresh copy of the project, but ~/sl/.cache stays: jit-prebuild.sh may be building into it
+mkdir -p "$HOME/sl" && find "$HOME/sl" -mindepth 1 -maxdepth 1 ! -name .cache -exec rm -rf {} +
+tar cf - --exclude=./.gpu . | tar xf - -C "$HOME/sl"
 cd "$HOME/sl"
 [ -f "$keep/resume.tgz" ] && tar xzf "$keep/resume.tgz" results
 # the first slot's engine caches (pack-caches.sh): gzip'd tars one after another

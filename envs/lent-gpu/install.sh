@@ -6,6 +6,8 @@
 # Usage: bash envs/lent-gpu/install.sh NAME TARGET
 set -euo pipefail
 name=$1 target=$2 repo=$PWD
+# jit-prebuild.sh installs vLLM while the staging goes on: the second caller waits, then finds it done
+mkdir -p "$HOME/unpack"; exec 9> "$HOME/unpack/.$name.lock"; flock 9
 if [ ! -f "$target/.installed-$name" ]; then
   work=$HOME/unpack/$name; mkdir -p "$work"
   cat "$HOME/staged/$name"/part.* > "$work/payload.tar"

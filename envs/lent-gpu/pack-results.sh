@@ -17,6 +17,7 @@ dest=${1:-$OUT}; keep=${KEEP:-$HOME/keep}; big_mib=${BIG_MIB:-8}; mkdir -p "$des
 cd "$HOME/sl"
 mkdir -p logs
 cp -f "$keep/run.log" logs/course-run.log 2>/dev/null || true
+cp -f "$keep/jit-prebuild.log" logs/jit-prebuild.log 2>/dev/null || true
 find results logs -type f -size +"$((big_mib * 1024))"k ! -name bench.json -printf '%s\t%p\n' 2>/dev/null \
   | sort -rn > logs/left-out-of-pack.txt || true
 cut -f2 logs/left-out-of-pack.txt > "$dest/.left-out"

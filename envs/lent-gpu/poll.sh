@@ -24,6 +24,7 @@ if [ ! -f "$keep/run.log" ]; then
   exit 0
 fi
 grep -E "steps \(|servelab" "$keep/run.log" | grep -v "waiting for server on port" | tail -n 20
+grep -h "prebuild-jit" "$keep/jit-prebuild.log" 2>/dev/null | tail -n 4
 mkdir -p "$keep/poll" "$out"
 rm -f "$out"/course.tgz.* "$out"/caches.tgz.*
 # its own pack (course-run.sh packs into KEEP on its own clock; two packers never share a file)

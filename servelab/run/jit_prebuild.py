@@ -1,0 +1,137 @@
+"""`servelab prebuild-jit`: build FlashInfer's JIT modules that vLLM's starts would build
+on first use, before any session holds a GPU. nvcc needs no GPU, and a start that finds
+its module built (ninja: nothing to do) loads it at once.
+
+On a fresh box, vLLM 0.26 on CUDA builds, while holding its GPUs:
+- `trtllm_comm`, the all-reduce fusion of a start with tensor parallelism under
+  VLLM_FLASHINFER_ALLREDUCE_BACKEND=trtllm (config/config.yaml sets it): 189 s of a TP 4
+  start (4 x 189 GPU-s) and 203 s of a TP 2 on lent H100s, 0 s once cached
+  (`startup_allreduce_fusion_s`). One build serves every TP size.
+- `sampling`, most likely: vLLM's FlashInfer top-k/top-p sampler (on unless
+  VLLM_USE_FLASHINFER_SAMPLER=0) first runs in the sampler warm-up after CUDA graph
+  capture, the silent 99-114 s of a cold start (`startup_warmup_s`; 0-1 s warm). Read
+  from vLLM 0.26's code path, not yet measured on a GPU.
+
+Built with the sessions' own environment (servelab.serve.launch.engine_cache_env: the
+same FLASHINFER_WORKSPACE_BASE under the workflow's cache, keyed by vLLM, torch and GPU)
+and, like their starts, for the architectures of the GPUs torch sees (or
+FLASHINFER_CUDA_ARCH_LIST where set), so the modules land where the starts look. Run it
+on the box the sessions run on: the cache key names its GPU.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from servelab.config.experiments import enabled_experiments, point_env, server_points
+
+# module name -> (its FlashInfer generator's module, function)
+MODULES = {"sampling": ("flashinfer.jit.sampling", "gen_sampling_module"),
+           "trtllm_comm": ("flashinfer.jit.comm", "gen_trtllm_comm_module")}
+
+# run in the engine's Python: JitSpec.build() takes the module's lock and runs ninja in
+# the directory the runtime's build_and_load() uses (flashinfer/jit/core.py)
+BUILD = """
+import importlib, sys, time
+start = time.monotonic()
+spec = getattr(importlib.import_module(sys.argv[1]), sys.argv[2])()
+spec.build(verbose=False)
+print(f"{spec.build_dir}\\t{time.monotonic() - start:.0f}")
+"""
+
+
+def off(value) -> bool:
+    return str(value).strip().lower() in ("0", "false", "no", "off")
+
+
+def modules_for(config: dict) -> list[str]:
+    """The modules the run's vLLM starts build: `sampling` unless every vLLM experiment
+    turns FlashInfer's sampler off; `trtllm_comm` where a vLLM server point has
+    tensor parallelism under the trtllm all-reduce backend."""
+    engine_env = (config.get("engines", {}).get("vllm") or {}).get("env") or {}
+    needed: list[str] = []
+    for name in enabled_experiments(config):
+        exp = config["experiments"].get(name) or {}
+        if exp.get("engine") != "vllm":
+            continue
+        for knobs in server_points(exp).values():
+            env = {**engine_env, **(exp.get("server", {}).get("env") or {}), **point_env(knobs)}
+            if not off(env.get("VLLM_USE_FLASHINFER_SAMPLER", "1")) and "sampling" not in needed:
+                needed.append("sampling")
+            tp = int(knobs.get("tensor_parallel_size") or 1)
+            if (tp > 1 and str(env.get("VLLM_FLASHINFER_ALLREDUCE_BACKEND")) == "trtllm"
+                    and "trtllm_comm" not in needed):
+                needed.append("trtllm_comm")
+    return [m for m in MODULES if m in needed]
+
+
+def build_env(config: dict) -> dict[str, str]:
+    """The environment of a vLLM session's engine, as far as FlashInfer's build reads it."""
+    from servelab.serve.launch import engine_cache_env
+
+    engine_env = {k: str(v) for k, v in ((config.get("engines", {}).get("vllm") or {}).get("env") or {}).items()}
+    cache_root = config.get("paths", {}).get("cache", ".cache")
+    return {**os.environ, **engine_cache_env("vllm", cache_root, engine_env), **engine_env}
+
+
+def build_one(module: str, env: dict, python: str = sys.executable) -> tuple[str, bool, str]:
+    """(module, built, what happened): its build directory and seconds, or why it failed."""
+    gen_module, gen_function = MODULES[module]
+    proc = subprocess.run([python, "-c", BUILD, gen_module, gen_function], env=env,
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        tail = [line for line in (proc.stderr or proc.stdout).strip().splitlines() if line.strip()][-3:]
+        return module, False, " | ".join(tail) or f"exit {proc.returncode}"
+    build_dir, seconds = proc.stdout.strip().splitlines()[-1].split("\t")
+    return module, True, f"{seconds} s, in {build_dir}"
+
+
+def prebuild(config: dict, modules: list[str] | None = None, progress=print) -> bool:
+    """Build `modules` (default: modules_for(config)) side by side; True if all built."""
+    from servelab.engines import environment
+
+    modules = modules_for(config) if modules is None else modules
+    env = build_env(config)
+    if not modules:
+        progress("servelab prebuild-jit: no vLLM start of this config builds a FlashInfer module")
+        return True
+    if not environment.importable("flashinfer", env):
+        progress("servelab prebuild-jit: flashinfer is not importable where vLLM runs here: nothing to build "
+                 "(vLLM's CPU build has none)")
+        return True
+    progress(f"servelab prebuild-jit: building FlashInfer {', '.join(modules)} under "
+             f"{env['FLASHINFER_WORKSPACE_BASE']} (no GPU is held; each takes minutes the first time)")
+    start = time.monotonic()
+    ok = True
+    with ThreadPoolExecutor(len(modules)) as pool:
+        for module, built, what in pool.map(lambda m: build_one(m, env), modules):
+            progress(f"servelab prebuild-jit:   {module}: {'built' if built else 'FAILED'}: {what}")
+            ok &= built
+    progress(f"servelab prebuild-jit: done in {time.monotonic() - start:.0f} s"
+             + ("" if ok else "; the starts build what failed here themselves"))
+    return ok
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    from servelab.checks.cross_checks import drop_nulled_sections
+    from servelab.checks.validate import load_configs
+
+    parser = argparse.ArgumentParser(prog="servelab prebuild-jit", description=__doc__.split("\n\n")[0])
+    parser.add_argument("configs", nargs="*", default=["config/config.yaml"], metavar="CONFIG",
+                        help="config/config.yaml, then overlays, merged in order (as the run's --configfile)")
+    parser.add_argument("--cache", help="the run's cache directory, where its working directory is "
+                                         "elsewhere (default: the config's paths.cache)")
+    parser.add_argument("--module", action="append", choices=sorted(MODULES),
+                        help="build this module (repeatable; default: what the config's vLLM starts build)")
+    args = parser.parse_args(argv)
+    config = load_configs(args.configs)
+    drop_nulled_sections(config)
+    if args.cache:
+        config.setdefault("paths", {})["cache"] = args.cache
+    return 0 if prebuild(config, args.module) else 1

@@ -1,0 +1,74 @@
+"""servelab prebuild-jit: which FlashInfer modules the run's vLLM starts would build, built
+where those starts look. The build itself needs flashinfer and nvcc with CUDA's cuRAND
+headers (on a GPU box); here the choice, the environment and the command's answers."""
+import copy
+import subprocess
+import sys
+from pathlib import Path
+
+from servelab.checks.validate import load_configs
+from servelab.run import jit_prebuild
+from servelab.serve.launch import engine_cache_env
+
+ROOT = Path(__file__).parents[2]
+
+
+def course():
+    return load_configs([str(ROOT / "config/config.yaml")])
+
+
+def test_the_course_builds_the_sampler_and_the_trtllm_all_reduce_for_its_tensor_parallel_weeks():
+    assert jit_prebuild.modules_for(course()) == ["sampling", "trtllm_comm"]
+
+
+def test_no_tensor_parallel_start_under_trtllm_no_all_reduce_build():
+    config = course()
+    config["run"] = ["week01", "week05"]                       # one GPU each
+    assert jit_prebuild.modules_for(config) == ["sampling"]
+    config = course()
+    del config["engines"]["vllm"]["env"]["VLLM_FLASHINFER_ALLREDUCE_BACKEND"]   # vLLM's auto: not trtllm
+    assert jit_prebuild.modules_for(config) == ["sampling"]
+
+
+def test_an_experiment_or_the_engine_turning_flashinfers_sampler_off_needs_no_sampling_build():
+    config = course()
+    config["run"] = ["week13"]
+    config["experiments"]["week13"].setdefault("server", {})["env"] = {"VLLM_USE_FLASHINFER_SAMPLER": "0"}
+    assert jit_prebuild.modules_for(config) == ["trtllm_comm"]
+    config = course()
+    config["run"] = ["week01_sglang"]                           # SGLang builds its own
+    assert jit_prebuild.modules_for(config) == []
+
+
+def test_the_build_writes_into_the_flashinfer_workspace_a_session_of_this_config_uses(tmp_path):
+    """The session's server env is engine_cache_env(...) then the engine's env
+    (workflow/scripts/serve_session.py): the prebuild's must name the same workspace."""
+    config = copy.deepcopy(course())
+    config["paths"]["cache"] = str(tmp_path / "cache")
+    env = jit_prebuild.build_env(config)
+    session = {**engine_cache_env("vllm", config["paths"]["cache"], config["engines"]["vllm"]["env"]),
+               **config["engines"]["vllm"]["env"]}
+    assert env["FLASHINFER_WORKSPACE_BASE"] == session["FLASHINFER_WORKSPACE_BASE"]
+    assert env["FLASHINFER_WORKSPACE_BASE"].startswith(str(tmp_path / "cache" / "vllm-"))
+    assert env["VLLM_FLASHINFER_ALLREDUCE_BACKEND"] == "trtllm"
+
+
+def test_without_flashinfer_where_vllm_runs_the_command_says_so_and_builds_nothing(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "servelab", "prebuild-jit", "config/config.yaml"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "flashinfer is not importable where vLLM runs here: nothing to build" in proc.stdout
+
+
+def test_a_build_that_fails_is_reported_with_the_engine_pythons_own_words(tmp_path):
+    """A Python where the generator's module is missing: the failure's last line comes back."""
+    module, built, what = jit_prebuild.build_one("sampling", {"PATH": "/usr/bin:/bin", "PYTHONNOUSERSITE": "1"})
+    assert (module, built) == ("sampling", False)
+    assert "No module named 'flashinfer'" in what
+
+
+def test_an_unknown_module_is_refused_by_name():
+    proc = subprocess.run([sys.executable, "-m", "servelab", "prebuild-jit", "--module", "attention"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    assert "invalid choice: 'attention'" in proc.stderr

@@ -39,7 +39,7 @@ def plan(rest: list[str]) -> int:
 
 
 def prebuild_jit(rest: list[str]) -> int:
-    from servelab.run import jit_prebuild as module
+    from servelab.serve import jit_prebuild as module
 
     return module.main(rest)
 

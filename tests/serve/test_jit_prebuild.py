@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from servelab.checks.validate import load_configs
-from servelab.run import jit_prebuild
+from servelab.serve import jit_prebuild
 from servelab.serve.launch import engine_cache_env
 
 ROOT = Path(__file__).parents[2]

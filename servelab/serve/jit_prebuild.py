@@ -56,10 +56,10 @@ def modules_for(config: dict) -> list[str]:
     needed: list[str] = []
     for name in enabled_experiments(config):
         exp = config["experiments"].get(name) or {}
-        if exp.get("engine") != "vllm":
+        if exp.get("engine") != "vllm" or not exp.get("server"):
             continue
         for knobs in server_points(exp).values():
-            env = {**engine_env, **(exp.get("server", {}).get("env") or {}), **point_env(knobs)}
+            env = {**engine_env, **(exp["server"].get("env") or {}), **point_env(knobs)}
             if not off(env.get("VLLM_USE_FLASHINFER_SAMPLER", "1")) and "sampling" not in needed:
                 needed.append("sampling")
             tp = int(knobs.get("tensor_parallel_size") or 1)
@@ -119,8 +119,8 @@ def prebuild(config: dict, modules: list[str] | None = None, progress=print) -> 
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
-    from servelab.checks.cross_checks import drop_nulled_sections
-    from servelab.checks.validate import load_configs
+    import yaml
+    from snakemake.utils import update_config
 
     parser = argparse.ArgumentParser(prog="servelab prebuild-jit", description=__doc__.split("\n\n")[0])
     parser.add_argument("configs", nargs="*", default=["config/config.yaml"], metavar="CONFIG",
@@ -130,8 +130,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--module", action="append", choices=sorted(MODULES),
                         help="build this module (repeatable; default: what the config's vLLM starts build)")
     args = parser.parse_args(argv)
-    config = load_configs(args.configs)
-    drop_nulled_sections(config)
+    config: dict = {}
+    for path in args.configs:   # merged as the run's --configfile merges them
+        with open(path) as fh:
+            update_config(config, yaml.safe_load(fh) or {})
     if args.cache:
         config.setdefault("paths", {})["cache"] = args.cache
     return 0 if prebuild(config, args.module) else 1

@@ -6,7 +6,9 @@ that a start coming after it finds nothing to build. Prints figures; asserts not
 
 FLASHINFER_SITE: flashinfer-python (vLLM 0.26 pins 0.6.14) and what it imports;
 FLASHINFER_CUDA_ARCH_LIST stands for the GPU the starts would detect (9.0: an H100, whose
-starts build into .../90a). nvcc must be on PATH with CUDA's cuRAND headers. CACHE: a
+starts build into .../90a). nvcc must be on PATH with CUDA's cuRAND headers, and the
+linker must find a libcuda.so (the driver's, or on a machine with none a stand-in: an empty
+shared object on LIBRARY_PATH, which only the link needs). CACHE: a
 cache directory to build under (the run's paths.cache). Each module is built twice: by
 the prebuild (cold), then as a vLLM start would meet it, in a process of its own with
 another TMPDIR and the session's engine variables (FlashInfer's build(): write the ninja
@@ -34,6 +36,9 @@ for module in modules:
     with tempfile.TemporaryDirectory() as tmp:
         started = time.monotonic()
         _, built, what = jit_prebuild.build_one(module, {**env, "TMPDIR": tmp, "VLLM_SERVER_DEV_MODE": "1"})
+        if not built:
+            print(f"{module}: as a start meets it: FAILED: {what}")
+            continue
         build_dir = what.split(", in ")[-1]
         dry = subprocess.run(["ninja", "-C", build_dir, "-n"], capture_output=True, text=True).stdout.strip()
         print(f"{module}: as a start meets it: {time.monotonic() - started:.1f} s ({what}); "

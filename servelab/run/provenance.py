@@ -63,6 +63,19 @@ def gpu_models() -> list[str]:
     return [line.strip() for line in out.splitlines() if line.strip()]
 
 
+def gpu_compute_capabilities() -> list[str]:
+    """The GPUs' compute capabilities as nvidia-smi gives them ("9.0"), each once, sorted;
+    empty where there is none. Asked without touching CUDA (no context on any GPU)."""
+    if not shutil.which("nvidia-smi"):
+        return []
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=20, check=True).stdout
+    except (subprocess.SubprocessError, OSError):
+        return []
+    return sorted({line.strip() for line in out.splitlines() if line.strip()})
+
+
 def hardware() -> dict:
     return {"cpu": cpu_model(), "cpu_features": cpu_features(), "gpus": gpu_models()}
 

@@ -14,7 +14,7 @@ On a fresh box, vLLM 0.26 on CUDA builds, while holding its GPUs:
 
 Built with the sessions' own environment (servelab.serve.launch.engine_cache_env: the
 same FLASHINFER_WORKSPACE_BASE under the workflow's cache, keyed by vLLM, torch and GPU)
-and, like their starts, for the architectures of the GPUs torch sees (or
+and for the architectures the starts detect (nvidia-smi's compute capabilities, or
 FLASHINFER_CUDA_ARCH_LIST where set), so the modules land where the starts look. Run it
 on the box the sessions run on: the cache key names its GPU.
 """
@@ -28,6 +28,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from servelab.config.experiments import enabled_experiments, point_env, server_points
+from servelab.run import provenance
 
 # module name -> (its FlashInfer generator's module, function)
 MODULES = {"sampling": ("flashinfer.jit.sampling", "gen_sampling_module"),
@@ -75,7 +76,13 @@ def build_env(config: dict) -> dict[str, str]:
 
     engine_env = {k: str(v) for k, v in ((config.get("engines", {}).get("vllm") or {}).get("env") or {}).items()}
     cache_root = config.get("paths", {}).get("cache", ".cache")
-    return {**os.environ, **engine_cache_env("vllm", cache_root, engine_env), **engine_env}
+    env = {**os.environ, **engine_cache_env("vllm", cache_root, engine_env), **engine_env}
+    # the architectures a start detects (FlashInfer normalises "9.0" to 90a as it does a
+    # detected 9.0), named so that the build never opens a CUDA context: the run's first
+    # sessions may be starting beside it
+    if "FLASHINFER_CUDA_ARCH_LIST" not in env and (caps := provenance.gpu_compute_capabilities()):
+        env["FLASHINFER_CUDA_ARCH_LIST"] = " ".join(caps)
+    return env
 
 
 def build_one(module: str, env: dict, python: str = sys.executable) -> tuple[str, bool, str]:

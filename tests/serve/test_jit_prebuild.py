@@ -2,6 +2,7 @@
 where those starts look. The build itself needs flashinfer and nvcc with CUDA's cuRAND
 headers (on a GPU box); here the choice, the environment and the command's answers."""
 import copy
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -72,3 +73,30 @@ def test_an_unknown_module_is_refused_by_name():
                           cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
     assert "invalid choice: 'attention'" in proc.stderr
+
+
+def test_the_build_is_for_the_gpus_nvidia_smi_names_without_opening_cuda(tmp_path, monkeypatch):
+    """A GPU cannot exist here: a stand-in nvidia-smi (named so) answers as four H100s do.
+    The build then targets 9.0 (FlashInfer's 90a, as a start detecting an H100), without
+    the CUDA context on GPU 0 that torch's detection would open beside the run's starts."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "nvidia-smi"   # STAND-IN for a GPU box's nvidia-smi
+    fake.write_text('#!/bin/sh\ncase "$*" in *compute_cap*) printf "9.0\\n9.0\\n9.0\\n9.0\\n";; '
+                    '*) printf "NVIDIA H100 80GB HBM3, 580.82.07\\n";; esac\n')
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    monkeypatch.delenv("FLASHINFER_CUDA_ARCH_LIST", raising=False)
+    config = course()
+    config["paths"]["cache"] = str(tmp_path / "cache")
+    env = jit_prebuild.build_env(config)
+    assert env["FLASHINFER_CUDA_ARCH_LIST"] == "9.0"
+    assert "NVIDIA_H100_80GB_HBM3" in env["FLASHINFER_WORKSPACE_BASE"]   # the GPU's cache key
+    monkeypatch.setenv("FLASHINFER_CUDA_ARCH_LIST", "10.0")               # a user's own choice stands
+    assert jit_prebuild.build_env(config)["FLASHINFER_CUDA_ARCH_LIST"] == "10.0"
+
+
+def test_with_no_nvidia_smi_no_architecture_is_named(monkeypatch):
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")      # this box: no nvidia-smi
+    monkeypatch.delenv("FLASHINFER_CUDA_ARCH_LIST", raising=False)
+    assert "FLASHINFER_CUDA_ARCH_LIST" not in jit_prebuild.build_env(course())

@@ -154,17 +154,9 @@ def plan_point(config: dict, engine: str, knobs: dict, *, memory_gib: float, mem
 
 def visible_gpus() -> list[tuple[str, int]]:
     """(name, memory.total MiB) of each GPU nvidia-smi lists here; empty without one."""
-    import shutil
-    import subprocess
+    from servelab.run.provenance import nvidia_smi_rows
 
-    if not shutil.which("nvidia-smi"):
-        return []
-    try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=name,memory.total", "--format=csv,noheader,nounits"],
-                             capture_output=True, text=True, timeout=30, check=True).stdout
-    except (subprocess.SubprocessError, OSError):
-        return []
-    rows = [line.rsplit(",", 1) for line in out.splitlines() if "," in line]
+    rows = [line.rsplit(",", 1) for line in nvidia_smi_rows("name,memory.total", "csv,noheader,nounits") if "," in line]
     return [(name.strip(), int(float(mib))) for name, mib in rows]
 
 

@@ -49,31 +49,27 @@ def cpu_features(cpuinfo: str | None = None) -> list[str]:
     return []
 
 
-def gpu_models() -> list[str]:
-    """GPU names and driver from nvidia-smi; empty where there is none."""
+def nvidia_smi_rows(fields: str, csv_format: str = "csv,noheader") -> list[str]:
+    """One line per GPU of `nvidia-smi --query-gpu=FIELDS`; empty where there is none.
+    Asked without touching CUDA (no context on any GPU)."""
     if not shutil.which("nvidia-smi"):
         return []
     try:
-        out = subprocess.run(
-            ["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
-            capture_output=True, text=True, timeout=20, check=True,
-        ).stdout
+        out = subprocess.run(["nvidia-smi", f"--query-gpu={fields}", f"--format={csv_format}"],
+                             capture_output=True, text=True, timeout=30, check=True).stdout
     except (subprocess.SubprocessError, OSError):
         return []
     return [line.strip() for line in out.splitlines() if line.strip()]
 
 
+def gpu_models() -> list[str]:
+    """GPU names and driver from nvidia-smi; empty where there is none."""
+    return nvidia_smi_rows("name,driver_version")
+
+
 def gpu_compute_capabilities() -> list[str]:
-    """The GPUs' compute capabilities as nvidia-smi gives them ("9.0"), each once, sorted;
-    empty where there is none. Asked without touching CUDA (no context on any GPU)."""
-    if not shutil.which("nvidia-smi"):
-        return []
-    try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=20, check=True).stdout
-    except (subprocess.SubprocessError, OSError):
-        return []
-    return sorted({line.strip() for line in out.splitlines() if line.strip()})
+    """The GPUs' compute capabilities as nvidia-smi gives them ("9.0"), each once, sorted."""
+    return sorted(set(nvidia_smi_rows("compute_cap")))
 
 
 def hardware() -> dict:

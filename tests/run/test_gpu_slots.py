@@ -85,15 +85,16 @@ def test_on_an_empty_machine_a_wider_job_launched_with_narrower_ones_claims_firs
     import threading
 
     pool = ["0", "1", "2", "3"]
-    narrow = [GpuClaim(pool, 2, tmp_path, poll_s=0.05, progress=lambda m: None, start_grace_s=0.5)
+    # a grace of seconds, not 0.5 s: a loaded 2-core CI box can starve this thread that long
+    narrow = [GpuClaim(pool, 2, tmp_path, poll_s=0.05, progress=lambda m: None, start_grace_s=3)
               for _ in range(2)]
     threads = [threading.Thread(target=n.__enter__) for n in narrow]
     for t in threads:
         t.start()                                  # launched first, by a whisker
     time.sleep(0.1)
-    wide = GpuClaim(pool, 4, tmp_path, start_grace_s=0.5)
+    wide = GpuClaim(pool, 4, tmp_path, start_grace_s=3)
     assert wide.claim_if_free() and wide.devices == pool   # no grace for the widest: at once
-    time.sleep(0.8)
+    time.sleep(3.5)
     assert all(n.devices == [] for n in narrow)            # after their grace: queued, not holding
     wide.release()
     for t in threads:

@@ -16,6 +16,13 @@ set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 budget=$1; keep=${2:-$HOME/keep}; out=${3:-$OUT}; pack_s=${PACK_S:-60}
 start=$(date +%s); deadline=$((start + budget))
+# no run here: a fresh machine (the one that ran it went back 30 s after the last call).
+# Say so at once: on 2026-11-28 a poll on such a machine waited out its 380 s for an rc
+# file no run would write.
+if [ ! -f "$keep/install-started" ] && [ ! -f "$keep/run.log" ]; then
+  echo "no run on this machine ($keep has none): a fresh machine, the one that ran it went back"
+  exit 2
+fi
 left() { echo $((deadline - $(date +%s))); }
 while [ "$(left)" -gt "$pack_s" ] && [ ! -f "$keep/rc" ]; do sleep 1; done
 echo "== $(date -u +%T) run: $(cat "$keep/rc" 2>/dev/null | sed 's/^/ended, rc /' || echo going on)"

@@ -109,6 +109,19 @@ def test_a_poll_returns_within_its_seconds_while_the_run_goes_on(tmp_path):
     assert [p.name for p in out.iterdir()] == ["course.tgz.0"]
 
 
+def test_a_poll_on_a_machine_without_the_run_says_so_at_once(tmp_path):
+    """The machine went back between two polls: the next call gets a fresh one, where no
+    run will ever write its rc. The poll returns at once instead of waiting its seconds."""
+    home, out = tmp_path / "home", tmp_path / "out"
+    home.mkdir()
+    began = time.monotonic()
+    proc = subprocess.run(["bash", str(ROOT / "envs/lent-gpu/poll.sh"), "120"],
+                          env={**os.environ, "HOME": str(home), "OUT": str(out)},
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and time.monotonic() - began < 10
+    assert "no run on this machine" in proc.stdout
+
+
 def test_a_poll_that_cannot_pack_afresh_brings_back_the_runs_own_pack(tmp_path):
     home, out = tmp_path / "home", tmp_path / "out"
     (home / "keep").mkdir(parents=True)

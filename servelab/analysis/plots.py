@@ -166,6 +166,14 @@ def draw(df: pd.DataFrame, spec: dict, out: str | Path, name: str = "figure") ->
     return Path(out)
 
 
+# a hue legend's title in words, with the unit where the column has one
+HUE_TITLES = {"request_rate": "request rate (req/s)", "max_concurrency": "concurrency (requests)"}
+
+
+def hue_title(column: str) -> str:
+    return HUE_TITLES.get(column, column.replace("_", " "))
+
+
 def build(df: pd.DataFrame, spec: dict, name: str = "figure"):
     """The matplotlib figure of `spec` drawn from the table (the caller closes it)."""
     if df.empty:
@@ -190,9 +198,11 @@ def build(df: pd.DataFrame, spec: dict, name: str = "figure"):
     if hue:
         # hue levels are categories (a continuous palette over 1, 4, inf draws inf transparent)
         levels = hue_levels(data[hue])
-        data = data.assign(**{hue: data[hue].map(lambda v: format_value(v) if pd.notna(v) else v)})
+        # the legend's title in words: a column of that name, so the legend is laid out for it
+        title = hue_title(hue)
+        data = data.assign(**{title: data[hue].map(lambda v: format_value(v) if pd.notna(v) else v)})
         colours = {level: PALETTE[n % len(PALETTE)] for n, level in enumerate(levels)}
-        plot_kw.update(data=data, hue_order=levels, palette=colours, style=hue, style_order=levels,
+        plot_kw.update(data=data, hue=title, hue_order=levels, palette=colours, style=title, style_order=levels,
                        markers={level: MARKERS[n % len(MARKERS)] for n, level in enumerate(levels)})
         if kind == "line":
             plot_kw["dashes"] = False

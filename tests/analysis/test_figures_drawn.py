@@ -18,7 +18,7 @@ COURSE = load_config("config/config.yaml", "config/gpu-check.yaml")["experiments
 
 def newest_table(experiment: str):
     """The newest recording of an experiment's table (4x H100 first), or None."""
-    for run in ("h100x4_20261127b", "h100x4_20261127", "h100x2_20261126c", "h100x2_20261126b", "h100x2_20261126"):
+    for run in ("h100x4_20261128g", "h100x4_20261127b", "h100x4_20261127", "h100x2_20261126c", "h100x2_20261126b", "h100x2_20261126"):
         for name in (f"{experiment}.metrics.csv", f"{experiment}.csv"):
             if (RECORDED / run / name).is_file():
                 return RECORDED / run / name

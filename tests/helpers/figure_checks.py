@@ -45,6 +45,10 @@ def check(figure, df: pd.DataFrame, spec: dict) -> list[str]:
         handles = series_handles(figure, levels)
         if set(handles) != set(levels):
             problems.append(f"hue legend shows {sorted(handles)} of {levels}")
+        titles = [leg.get_title().get_text() for leg in figure.legends if set(handles) & {
+            t.get_text() for t in leg.get_texts()}]
+        if any("_" in title for title in titles):
+            problems.append(f"the hue legend's title is the column name: {titles}")
         colours, markers = [], []
         for level, handle in handles.items():
             colour = handle.get_color() if hasattr(handle, "get_color") else handle.get_facecolor()[0]

@@ -3,7 +3,7 @@
 A figure spec: {x, y (a column or a list), xlabel, ylabel, hue?, col?, size?,
 kind? (line|scatter), title?, also_from? (other experiments whose rows join)}.
 Several y columns are drawn as one line each (e.g. p50 and p99). Categories (names,
-not numbers) are points, never joined by a line; a throughput axis starts at zero;
+not numbers) are points, never joined by a line; a throughput axis starts at zero, and no axis goes below zero for values that never do;
 where the table holds repeats, each point carries its 95 % interval (`COLUMN_ci95`).
 Points that failed a validity check are drawn with a red cross; points the engine
 refused or failed (no measurement) as a black triangle on the x axis, the engine's
@@ -166,12 +166,13 @@ def draw(df: pd.DataFrame, spec: dict, out: str | Path, name: str = "figure") ->
     return Path(out)
 
 
-# a hue legend's title in words, with the unit where the column has one
-HUE_TITLES = {"request_rate": "request rate (req/s)", "max_concurrency": "concurrency (requests)"}
+# a legend's title (hue, size) in words, with the unit where the column has one
+LEGEND_TITLES = {"request_rate": "request rate (req/s)", "max_concurrency": "concurrency (requests)",
+                 "weights_gib": "weights (GiB)"}
 
 
-def hue_title(column: str) -> str:
-    return HUE_TITLES.get(column, column.replace("_", " "))
+def legend_title(column: str) -> str:
+    return LEGEND_TITLES.get(column, column.replace("_", " "))
 
 
 def build(df: pd.DataFrame, spec: dict, name: str = "figure"):
@@ -199,7 +200,7 @@ def build(df: pd.DataFrame, spec: dict, name: str = "figure"):
         # hue levels are categories (a continuous palette over 1, 4, inf draws inf transparent)
         levels = hue_levels(data[hue])
         # the legend's title in words: a column of that name, so the legend is laid out for it
-        title = hue_title(hue)
+        title = legend_title(hue)
         data = data.assign(**{title: data[hue].map(lambda v: format_value(v) if pd.notna(v) else v)})
         colours = {level: PALETTE[n % len(PALETTE)] for n, level in enumerate(levels)}
         plot_kw.update(data=data, hue=title, hue_order=levels, palette=colours, style=title, style_order=levels,
@@ -212,6 +213,9 @@ def build(df: pd.DataFrame, spec: dict, name: str = "figure"):
             plot_kw["marker"] = "o"
     if kind == "scatter" and size:
         plot_kw["sizes"] = (40, 400)
+    if size:   # its legend's title in words too
+        data = data.assign(**{legend_title(size): data[size]})
+        plot_kw.update(data=data, size=legend_title(size))
     if order is not None:
         # categorical axis: points joined in the given order
         data[x] = pd.Categorical(data[x], categories=order, ordered=True)
@@ -255,6 +259,11 @@ def build(df: pd.DataFrame, spec: dict, name: str = "figure"):
                        linewidths=1.5, zorder=6, label="warned (see the table's warnings)")
         if from_zero(spec):
             ax.set_ylim(bottom=0)
+        elif sub["_y"].min() >= 0 and ax.get_ylim()[0] < 0:
+            # nothing measured is below 0 (an exact match of 0.0 from random weights drew an
+            # accuracy axis down to -0.04): stop just under 0, room for a marker's lower half
+            bottom, top = ax.get_ylim()
+            ax.set_ylim(bottom=-0.03 * (top - max(bottom, 0)) if top > 0 else -1e-9)
         if order is not None and max((len(str(v)) for v in order), default=0) > 6:
             ax.tick_params(axis="x", labelrotation=30)
             for label in ax.get_xticklabels():

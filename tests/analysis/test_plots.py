@@ -82,7 +82,8 @@ def test_scatter_sizes_markers_by_a_column(tmp_path, monkeypatch):
     spec = {"x": "output_throughput_tps", "y": "gsm8k_em", "size": "weights_gib", "hue": "server_point",
             "kind": "scatter", "xlabel": "Output throughput (tokens/s)", "ylabel": "GSM8K exact match"}
     plots.draw(df, spec, tmp_path / "pareto.png")
-    assert seen == {"kind": "scatter", "size": "weights_gib", "sizes": (40, 400)}
+    # sized by the column, under its title in words (servelab.analysis.plots.LEGEND_TITLES)
+    assert seen == {"kind": "scatter", "size": "weights (GiB)", "sizes": (40, 400)}
     assert mpimg.imread(tmp_path / "pareto.png").shape[0] > 200
     with pytest.raises(KeyError, match="weights_gb"):
         plots.draw(df, dict(spec, size="weights_gb"), tmp_path / "bad.png")

@@ -40,15 +40,16 @@ def check(figure, df: pd.DataFrame, spec: dict) -> list[str]:
     renderer = figure.canvas.get_renderer()
     background = figure.get_facecolor()
     hue = spec.get("hue") or (None if not isinstance(spec["y"], list) else "statistic")
+    # a legend's titles in words: seaborn titles a hue or size section with the column's name
+    legend_words = {t.get_text() for leg in figure.legends for t in [leg.get_title(), *leg.get_texts()]}
+    raw = sorted(c for c in (spec.get("hue"), spec.get("size")) if c and "_" in c and c in legend_words)
+    if raw:
+        problems.append(f"a legend titled with the column's name: {raw}")
     if hue and hue != "statistic" and df[hue].nunique() > 1:
         levels = plots.hue_levels(df[hue])
         handles = series_handles(figure, levels)
         if set(handles) != set(levels):
             problems.append(f"hue legend shows {sorted(handles)} of {levels}")
-        titles = [leg.get_title().get_text() for leg in figure.legends if set(handles) & {
-            t.get_text() for t in leg.get_texts()}]
-        if any("_" in title for title in titles):
-            problems.append(f"the hue legend's title is the column name: {titles}")
         colours, markers = [], []
         for level, handle in handles.items():
             colour = handle.get_color() if hasattr(handle, "get_color") else handle.get_facecolor()[0]
@@ -83,8 +84,12 @@ def check(figure, df: pd.DataFrame, spec: dict) -> list[str]:
             for gpu in {e.rsplit(",", 1)[0].strip() for e in str(machine).split(";")}:
                 if text.count(gpu) > 1:
                     problems.append(f"the footer names {gpu!r} {text.count(gpu)} times")
+    for ax in figure.axes:
+        ticks = [t for t in ax.get_yticks() if ax.get_ylim()[0] <= t <= ax.get_ylim()[1]]
+        if ax.get_label() != "<colorbar>" and ax.lines + ax.collections and ticks and min(ticks) < 0:
+            problems.append(f"a y axis ticked below 0 ({min(ticks)}) for values that are never negative")
     if spec.get("size") and df[spec["size"]].nunique() < 2:
         for leg in figure.legends:
-            if any(t.get_text() == spec["size"] for t in leg.get_texts()):
+            if any(t.get_text() in (spec["size"], plots.legend_title(spec["size"])) for t in leg.get_texts()):
                 problems.append(f"a size legend for {spec['size']}, which does not vary")
     return problems

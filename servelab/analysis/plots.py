@@ -3,8 +3,9 @@
 A figure spec: {x, y (a column or a list), xlabel, ylabel, hue?, col?, size?,
 kind? (line|scatter), title?, also_from? (other experiments whose rows join)}.
 Several y columns are drawn as one line each (e.g. p50 and p99). Categories (names,
-not numbers) are points, never joined by a line; a throughput axis starts at zero, and no axis goes below zero for values that never do;
-where the table holds repeats, each point carries its 95 % interval (`COLUMN_ci95`).
+not numbers) are points, never joined by a line; a throughput axis starts at zero, and
+no axis goes below zero for values that never do; legends are titled in words; where
+the table holds repeats, each point carries its 95 % interval (`COLUMN_ci95`).
 Points that failed a validity check are drawn with a red cross; points the engine
 refused or failed (no measurement) as a black triangle on the x axis, the engine's
 reason in a legend under the axes; warned points with an orange ring.

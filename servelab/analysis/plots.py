@@ -263,8 +263,8 @@ def build(df: pd.DataFrame, spec: dict, name: str = "figure"):
         elif sub["_y"].min() >= 0 and ax.get_ylim()[0] < 0:
             # nothing measured is below 0 (an exact match of 0.0 from random weights drew an
             # accuracy axis down to -0.04): stop just under 0, room for a marker's lower half
-            bottom, top = ax.get_ylim()
-            ax.set_ylim(bottom=-0.03 * (top - max(bottom, 0)) if top > 0 else -1e-9)
+            # (top > 0: matplotlib widens an all-zero axis to both sides)
+            ax.set_ylim(bottom=-0.03 * ax.get_ylim()[1])
         if order is not None and max((len(str(v)) for v in order), default=0) > 6:
             ax.tick_params(axis="x", labelrotation=30)
             for label in ax.get_xticklabels():

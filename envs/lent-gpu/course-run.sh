@@ -7,7 +7,10 @@
 # one lent slot goes on in the next: carry the packed .gpu/resume/course.tgz with the
 # call that starts this script, and the run measures only what its store lacks; with
 # .gpu/resume/caches.tgz (pack-caches.sh) it also starts from the first slot's caches.
-# Usage: setsid bash envs/lent-gpu/course-run.sh [KEEP] > /dev/null 2>&1 &
+# Another study on the same recipe: NAMES (what to install, default all three) and
+# OVERLAYS (its config files after config/config.yaml), e.g. seed 002's search:
+#   NAMES=vllm OVERLAYS=config/phi4-search-gpu.yaml setsid bash envs/lent-gpu/course-run.sh
+# Usage: [NAMES=...] [OVERLAYS=...] setsid bash envs/lent-gpu/course-run.sh [KEEP] > /dev/null 2>&1 &
 set -uo pipefail
 keep=${1:-$HOME/keep}; mkdir -p "$keep"
 # the carried checksums, kept at once: the next call's work tree lacks them, and the
@@ -18,8 +21,13 @@ done
 [ -f .gpu/resume/course.tgz ] && cp .gpu/resume/course.tgz "$keep/resume.tgz"
 [ -s .gpu/resume/caches.tgz ] && cp .gpu/resume/caches.tgz "$keep/resume-caches.tgz"
 date +%s > "$keep/install-started"
-{ bash envs/lent-gpu/install.sh vllm /tmp/vllm-site && bash envs/lent-gpu/install.sh extras /tmp/vllm-site \
-  && bash envs/lent-gpu/install.sh sglang /tmp/sglang-site; } > "$keep/install.log" 2>&1 || { echo install > "$keep/rc"; exit 1; }
+names=${NAMES:-vllm extras sglang}
+overlays=${OVERLAYS:-config/gpu-check.yaml envs/lent-gpu/engines.yaml}
+# extras (lm-eval, LMCache) go beside vLLM; SGLang into a target of its own (engines.yaml)
+for name in $names; do
+  target=/tmp/vllm-site; [ "$name" = sglang ] && target=/tmp/sglang-site
+  bash envs/lent-gpu/install.sh "$name" "$target" >> "$keep/install.log" 2>&1 || { echo install > "$keep/rc"; exit 1; }
+done
 # a fresh copy of the project, but ~/sl/.cache stays: jit-prebuild.sh may be building into it
 mkdir -p "$HOME/sl" && find "$HOME/sl" -mindepth 1 -maxdepth 1 ! -name .cache -exec rm -rf {} +
 tar cf - --exclude=./.gpu . | tar xf - -C "$HOME/sl"
@@ -37,7 +45,7 @@ pack() { KEEP=$keep bash envs/lent-gpu/pack-results.sh "$keep" > "$keep/pack.log
 packer=$!
 # the command as a user types it on a GPU box (README), with the lent machine's SGLang target
 python3 -m snakemake --profile profiles/single-node --resources gpu=$((2 * gpus)) \
-  --configfile config/config.yaml config/gpu-check.yaml envs/lent-gpu/engines.yaml > "$keep/run.log" 2>&1
+  --configfile config/config.yaml $overlays > "$keep/run.log" 2>&1
 echo $? > "$keep/rc"
 kill "$packer" 2>/dev/null
 pack

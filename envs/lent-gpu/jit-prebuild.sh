@@ -7,7 +7,8 @@
 # staging goes on, into ~/sl/.cache where the run's sessions look (course-run.sh keeps
 # that folder). A start that comes while a module is still building waits on FlashInfer's
 # own lock, then loads it. Writes KEEP/jit-prebuild.log and KEEP/jit-prebuild.rc.
-# Usage: setsid bash envs/lent-gpu/jit-prebuild.sh [KEEP] > /dev/null 2>&1 < /dev/null &
+# OVERLAYS: the run's config files after config/config.yaml, as for course-run.sh.
+# Usage: [OVERLAYS=...] setsid bash envs/lent-gpu/jit-prebuild.sh [KEEP] > /dev/null 2>&1 < /dev/null &
 set -uo pipefail
 keep=${1:-$HOME/keep}; mkdir -p "$keep"; rm -f "$keep/jit-prebuild.rc"
 log=$keep/jit-prebuild.log
@@ -19,6 +20,6 @@ cd "$src"
   || { echo install > "$keep/jit-prebuild.rc"; exit 1; }
 mkdir -p "$HOME/sl/.cache"
 PYTHONPATH=/tmp/vllm-site python3 -m servelab prebuild-jit --cache "$HOME/sl/.cache" \
-  config/config.yaml config/gpu-check.yaml envs/lent-gpu/engines.yaml >> "$log" 2>&1
+  config/config.yaml ${OVERLAYS:-config/gpu-check.yaml envs/lent-gpu/engines.yaml} >> "$log" 2>&1
 echo $? > "$keep/jit-prebuild.rc"
 date -u +"%T end" >> "$log"

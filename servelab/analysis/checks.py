@@ -11,11 +11,11 @@ import math
 
 from servelab.analysis.roofline import floors_ms
 from servelab.config.experiments import gpus_needed
+# the TTFT trend (a queue that grew) is also what a search's judge refuses a load on
+from servelab.search.slo import TTFT_TREND_LIMIT, ttft_trend
 
 # a point whose client fell this far behind its requested arrival rate is flagged
 RATE_TOLERANCE = 0.8
-# last third's mean TTFT over the first third's: above this the queue grew during the point
-TTFT_TREND_LIMIT = 2.0
 # |relative change| of the session's first point, measured again at its end, per metric
 # (TTFT p50 over a few dozen requests moves more by chance than ITL or throughput)
 DRIFT_LIMITS = {"p50_ttft_ms": 0.25, "p50_itl_ms": 0.10, "output_throughput": 0.10}
@@ -31,18 +31,6 @@ OUTSIDE_CPU_LIMIT = 0.25
 # +9 %. Warned, on the safe side of that bracket, once the outside's load and the session's
 # together keep more than this share of the machine's cores busy.
 GPU_BUSY_SHARE_MAX = 0.6
-
-
-def ttft_trend(bench: dict) -> float | None:
-    """Mean TTFT of the last third of requests (in send order) over the first third's:
-    ~1 in a steady state, rising when the server cannot keep up (over-saturation)."""
-    ttfts, starts = bench.get("ttfts") or [], bench.get("start_times") or []
-    if len(ttfts) < 9:
-        return None
-    ordered = [t for _, t in sorted(zip(starts, ttfts))] if len(starts) == len(ttfts) else list(ttfts)
-    third = len(ordered) // 3
-    first, last = sum(ordered[:third]) / third, sum(ordered[-third:]) / third
-    return last / first if first > 0 else None
 
 
 def load_checks(row: dict, knobs: dict, requested: float) -> tuple[list[str], list[str], dict]:

@@ -35,13 +35,23 @@ def column(slo_key: str) -> str:
 
 
 def met_slo(df: pd.DataFrame, slo: dict) -> pd.Series:
-    """Whether each measured row met the whole SLO (a failed point met none)."""
+    """Whether each measured row met the whole SLO (a failed point met none) at a load it
+    held (servelab.search.slo.not_held, from the row's arrival rate, E2E and TTFT trend)."""
+    def number(row, name):
+        value = row.get(name)
+        return None if value is None or pd.isna(value) else float(value)
+
     def one(row):
         if not row.get("valid") and pd.isna(row.get("output_throughput_tps")):
             return False
         bench = {k: row.get(column(k)) for k in slo if k != slo_check.MAX_FAILED}
         bench["failed"] = row.get("failed") or 0
-        return slo_check.judge(slo, {k: v for k, v in bench.items() if pd.notna(v)})[0]
+        if not slo_check.judge(slo, {k: v for k, v in bench.items() if pd.notna(v)})[0]:
+            return False
+        arrivals, achieved = int((number(row, "completed") or 0) + bench["failed"]), number(row, "achieved_rate_rps")
+        span_s = (arrivals - 1) / achieved if achieved and arrivals > 1 else None
+        return slo_check.not_held(number(row, "request_rate"), arrivals, span_s, number(row, "e2el_p50_ms"),
+                                  number(row, "ttft_trend")) is None
     return df.apply(one, axis=1) if len(df) else pd.Series(dtype=bool)
 
 

@@ -4,14 +4,23 @@ An SLO is {metric: limit} over the benchmark's own statistics, `{stat}_{latency}
 (stat mean, median, p50, p90, p99; latency ttft, tpot, itl, e2el: the names `vllm bench
 serve` and SGLang's bench_serving save), plus `max_failed`, the failed requests a point
 may have (0 when not given). A point the engine or client failed meets no SLO.
+
+A point at a request rate meets it only where it held that rate (`unheld`): its arrivals
+outlasted the median request, and its queue did not grow. On a lent 2x H200 (2026-11-28,
+Phi-4-mini, 100 prompts a point) 6 of 9 configurations "met" the SLO at 128 req/s: the 100
+requests arrived in 0.78 s, under the median request's 2.4-3.2 s, so all were in flight at
+once, and the engine completed 25-30 req/s. One burst, not 128 req/s.
 """
 
 from __future__ import annotations
 
+import math
 import re
 
 METRIC = re.compile(r"^(mean|median|p50|p90|p99)_(ttft|tpot|itl|e2el)_ms$")
 MAX_FAILED = "max_failed"
+# last third's mean TTFT over the first third's: above this the queue grew during the point
+TTFT_TREND_LIMIT = 2.0
 
 
 def check(slo: dict) -> list[str]:
@@ -55,4 +64,42 @@ def judge(slo: dict, bench: dict | None, failure: dict | None = None) -> tuple[b
     failed = int(bench.get("failed") or 0)
     if failed > slo.get(MAX_FAILED, 0):
         missed.append(f"{failed} failed request(s) > {slo.get(MAX_FAILED, 0)}")
+    if not missed and (why := unheld(bench)):
+        missed.append(why)
     return not missed, margins, "; ".join(missed)
+
+
+def ttft_trend(bench: dict) -> float | None:
+    """Mean TTFT of the last third of requests (in send order) over the first third's:
+    ~1 in a steady state, rising when the server cannot keep up (over-saturation)."""
+    ttfts, starts = bench.get("ttfts") or [], bench.get("start_times") or []
+    if len(ttfts) < 9:
+        return None
+    ordered = [t for _, t in sorted(zip(starts, ttfts))] if len(starts) == len(ttfts) else list(ttfts)
+    third = len(ordered) // 3
+    first, last = sum(ordered[:third]) / third, sum(ordered[-third:]) / third
+    return last / first if first > 0 else None
+
+
+def unheld(bench: dict) -> str | None:
+    """Why a saved result at a request rate did not hold that rate, or None (`not_held`)."""
+    starts = bench.get("start_times") or []
+    span_s = max(starts) - min(starts) if len(starts) > 1 else None
+    return not_held(bench.get("request_rate"), len(starts), span_s, bench.get("median_e2el_ms"), ttft_trend(bench))
+
+
+def not_held(rate, arrivals: int, span_s: float | None, median_e2e_ms: float | None,
+             trend: float | None) -> str | None:
+    """Why a point at a request rate did not hold that rate, or None. Necessary, not
+    sufficient: arrivals that end before the median request does let every request be in
+    flight at once (one burst, whatever the rate asked; more prompts measure the rate), and
+    a last third's TTFT over `TTFT_TREND_LIMIT` times the first third's is a queue that
+    grew. A closed-loop point (a concurrency, no rate) is not judged here."""
+    if not isinstance(rate, (int, float)) or not math.isfinite(rate):
+        return None
+    if span_s is not None and median_e2e_ms and span_s < median_e2e_ms / 1000:
+        return (f"not held: {arrivals} requests arrived in {span_s:.2f}s, under the median request's "
+                f"{median_e2e_ms / 1000:.2f}s (one burst, not {rate:g} req/s; more prompts measure it)")
+    if trend is not None and trend > TTFT_TREND_LIMIT:
+        return f"not held: TTFT rose x{trend:.1f} from the first to the last third of the requests (the queue grew)"
+    return None

@@ -223,3 +223,20 @@ def test_switching_eval_off_as_the_preflight_suggests_is_a_valid_config(capsys):
     assert "pareto" not in figures and "throughput_by_precision" in figures
     assert "servelab: week12.figures.pareto left out: it reads gsm8k_check_exact_match_strict_match" \
         in capsys.readouterr().err
+
+
+def test_the_phi4_gpu_overlay_is_valid_and_its_hand_path_lies_in_the_searched_space():
+    """config/phi4-search-gpu.yaml: seed 002's search and its hand-tuned path as a grid under
+    one SLO and one load range, served from Phi-4-mini's shape, with enough prompts that the
+    top of the range is a rate held, not one burst (servelab.search.slo)."""
+    from conftest import load_config
+
+    config = validated(load_config("config/config.yaml", "config/phi4-search-gpu.yaml"))
+    assert config["models"]["phi4_mini"]["shape"]["config"]["architectures"] == ["Phi3ForCausalLM"]
+    search = config["experiments"]["study_phi4_search"]["search"]
+    hand = config["experiments"]["study_phi4_hand"]["search"]
+    assert hand["strategy"] == "grid" and (hand["slo"], hand["load"]) == (search["slo"], search["load"])
+    for knob, values in hand["space"].items():
+        assert set(values) <= set(search["space"][knob]), knob
+    # the arrivals at the top of the range outlast the 3.2 s median request measured there
+    assert config["dummy_weights"]["num_prompts"] / search["load"]["high"] > 3.2

@@ -8,11 +8,12 @@ floor at low load). Problems go to `invalid_reason`, warnings to `warnings`.
 from __future__ import annotations
 
 import math
+import numbers
 
 from servelab.analysis.roofline import floors_ms
 from servelab.config.experiments import gpus_needed
 # the TTFT trend (a queue that grew) is also what a search's judge refuses a load on
-from servelab.search.slo import TTFT_TREND_LIMIT, ttft_trend
+from servelab.search.slo import TTFT_TREND_LIMIT, burst, ttft_trend
 
 # a point whose client fell this far behind its requested arrival rate is flagged
 RATE_TOLERANCE = 0.8
@@ -55,7 +56,21 @@ def load_checks(row: dict, knobs: dict, requested: float) -> tuple[list[str], li
     trend = columns["ttft_trend"] = row.get("ttft_trend")
     if trend is not None and trend > TTFT_TREND_LIMIT:
         warnings.append(f"TTFT rose x{trend:.1f} from the first to the last third of the requests (no steady state)")
+    if (why := burst(requested, *arrivals(row), row.get("e2el_p50_ms"))):
+        warnings.append(why)
     return problems, warnings, columns
+
+
+def arrivals(row: dict) -> tuple[int, float | None]:
+    """A row's requests and the seconds their arrivals spanned (from the client's own send
+    times, achieved_rate_rps), None where unknown."""
+    def known(name):   # None and NaN (a table's empty cell) alike
+        value = row.get(name)
+        return value if isinstance(value, numbers.Real) and not math.isnan(value) else None
+
+    n = int(known("completed") or 0) + int(known("failed") or 0)
+    achieved = known("achieved_rate_rps")
+    return n, ((n - 1) / achieved if achieved and n > 1 else None)
 
 
 def floor_checks(row: dict, record: dict) -> tuple[list[str], dict]:

@@ -17,7 +17,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
 
-from servelab.analysis import repeats  # noqa: E402
+from servelab.analysis import checks, repeats  # noqa: E402
 from servelab.analysis.plots import hardware_footer  # noqa: E402
 from servelab.atomic import atomic_path  # noqa: E402
 from servelab.config.experiments import gpus_needed  # noqa: E402
@@ -48,9 +48,7 @@ def met_slo(df: pd.DataFrame, slo: dict) -> pd.Series:
         bench["failed"] = row.get("failed") or 0
         if not slo_check.judge(slo, {k: v for k, v in bench.items() if pd.notna(v)})[0]:
             return False
-        arrivals, achieved = int((number(row, "completed") or 0) + bench["failed"]), number(row, "achieved_rate_rps")
-        span_s = (arrivals - 1) / achieved if achieved and arrivals > 1 else None
-        return slo_check.not_held(number(row, "request_rate"), arrivals, span_s, number(row, "e2el_p50_ms"),
+        return slo_check.not_held(number(row, "request_rate"), *checks.arrivals(row), number(row, "e2el_p50_ms"),
                                   number(row, "ttft_trend")) is None
     return df.apply(one, axis=1) if len(df) else pd.Series(dtype=bool)
 

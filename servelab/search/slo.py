@@ -91,15 +91,26 @@ def unheld(bench: dict) -> str | None:
 def not_held(rate, arrivals: int, span_s: float | None, median_e2e_ms: float | None,
              trend: float | None) -> str | None:
     """Why a point at a request rate did not hold that rate, or None. Necessary, not
-    sufficient: arrivals that end before the median request does let every request be in
-    flight at once (one burst, whatever the rate asked; more prompts measure the rate), and
-    a last third's TTFT over `TTFT_TREND_LIMIT` times the first third's is a queue that
-    grew. A closed-loop point (a concurrency, no rate) is not judged here."""
-    if not isinstance(rate, (int, float)) or not math.isfinite(rate):
+    sufficient: a `burst`, or a last third's TTFT over `TTFT_TREND_LIMIT` times the first
+    third's (a queue that grew). A closed-loop point (a concurrency, no rate) is not judged here."""
+    if (why := burst(rate, arrivals, span_s, median_e2e_ms)):
+        return f"not held: {why}"
+    if not is_rate(rate):
         return None
-    if span_s is not None and median_e2e_ms and span_s < median_e2e_ms / 1000:
-        return (f"not held: {arrivals} requests arrived in {span_s:.2f}s, under the median request's "
-                f"{median_e2e_ms / 1000:.2f}s (one burst, not {rate:g} req/s; more prompts measure it)")
     if trend is not None and trend > TTFT_TREND_LIMIT:
         return f"not held: TTFT rose x{trend:.1f} from the first to the last third of the requests (the queue grew)"
     return None
+
+
+def burst(rate, arrivals: int, span_s: float | None, median_e2e_ms: float | None) -> str | None:
+    """Where a point at a request rate was one burst, what shows it, else None: its arrivals
+    ended before the median request did, so every request could be in flight at once,
+    whatever the rate asked (more prompts measure the rate)."""
+    if not is_rate(rate) or span_s is None or not median_e2e_ms or span_s >= median_e2e_ms / 1000:
+        return None
+    return (f"{arrivals} requests arrived in {span_s:.2f}s, under the median request's "
+            f"{median_e2e_ms / 1000:.2f}s (one burst, not {rate:g} req/s; more prompts measure it)")
+
+
+def is_rate(rate) -> bool:
+    return isinstance(rate, (int, float)) and not isinstance(rate, bool) and math.isfinite(rate)

@@ -64,6 +64,19 @@ def test_a_saturated_server_under_a_concurrency_cap_is_a_warning_not_a_client_fa
     assert not lagging["valid"] and "below requested 20/s" in lagging["invalid_reason"]
 
 
+def test_a_rate_point_that_was_one_burst_is_warned_with_what_shows_it(record, bench):
+    """The real point: 40 requests over 9.8 s at 4 req/s, the median request 0.14 s: held.
+    Its arrivals squeezed into 0.1 s (40 prompts at 400 req/s): all could be in flight at
+    once, so the table says it measured one burst, and the point stays valid."""
+    assert "burst" not in (metrics.point_row(record, bench)["warnings"] or "")
+    record["client_knobs"]["request_rate"] = 400
+    squeezed = {**bench, "request_rate": 400, "start_times": [0.1 * t / 9.83 for t in bench["start_times"]]}
+    row = metrics.point_row(record, squeezed)
+    assert row["valid"], row["invalid_reason"]
+    assert ("40 requests arrived in 0.10s, under the median request's 0.14s (one burst, not 400 req/s; "
+            "more prompts measure it)") in row["warnings"]
+
+
 def test_ttft_rising_within_a_point_is_warned(record, bench):
     n = len(bench["ttfts"])
     rising = {**bench, "ttfts": [0.01 * (1 + 10 * i / n) for i in range(n)]}
@@ -115,3 +128,16 @@ def test_repeats_of_a_point_are_one_row_with_intervals(tmp_path, record, bench):
     assert table.loc[0, "itl_p50_ms_ci95"] == pytest.approx(4.303 * 2.0 / math.sqrt(3))
     assert table.loc[0, "point_key"] == "k0;k1;k2"
     assert table.loc[0, "num_prompts"] == record["client_knobs"]["num_prompts"]   # a knob, not averaged
+
+
+def test_the_gpu_checks_recorded_bursts_are_told_apart_from_held_rates():
+    """Week 8's search in the third 4x H100 slot (16 prompts a point): at 64 req/s the 16
+    requests arrived in 0.24 s against a 4.1 s median request; at 1 req/s over 15.3 s."""
+    import pandas as pd
+
+    from servelab.search.slo import burst
+
+    table = pd.read_csv(DATA / "recorded_gpu/h100x4_20261128g/week08_search.metrics.csv")
+    verdicts = {rate: {bool(burst(rate, *checks.arrivals(r), r["e2el_p50_ms"])) for _, r in rows.iterrows()}
+                for rate, rows in table.groupby("request_rate")}
+    assert verdicts[64.0] == {True} and verdicts[1.0] == {False}

@@ -10,8 +10,8 @@ import sys
 from servelab.run.compile_gate import CompileGate, compile_key
 
 # a "start" in its own process: pass the gate, note when, "compile" for `hold` seconds (or,
-# with a negative hold, until the test writes the file "release"), then mark warm (or exit
-# without, as a failed start)
+# with a negative hold, until the test writes the file "release", 120 s at most: a child
+# of a failed test ends on its own), then mark warm (or exit without, as a failed start)
 START = """
 import json, os, sys, time
 from servelab.run.compile_gate import CompileGate
@@ -24,7 +24,8 @@ print("passed", flush=True)
 if hold >= 0:
     time.sleep(hold)
 else:
-    while not os.path.exists(os.path.join(directory, "release")):
+    deadline = time.time() + 120
+    while not os.path.exists(os.path.join(directory, "release")) and time.time() < deadline:
         time.sleep(0.02)
 if ok:
     gate.warmed()

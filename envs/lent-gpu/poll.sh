@@ -10,11 +10,16 @@
 # call; the box, its run and its caches were gone before the next call).
 # With CACHES=1 (the slot's last poll) the engines' caches come back too (pack-caches.sh),
 # in what the results' pack leaves of the call's 64 MiB; give that poll PACK_S=150.
+# With PACK=0 it only says where the run stands and brings nothing back: for every poll but
+# the slot's last. Twice on 2026-11-28 the machine went back, with the run on it, between a
+# poll that brought a pack back and the next call; after every call that brought nothing
+# back (some 40 staging calls, a 556 s status call) the next call found it.
 # Reassemble: cat course.tgz.* > .gpu/resume/course.tgz (caches.tgz.* likewise)
-# Usage: [CACHES=1] [PACK_S=60] bash envs/lent-gpu/poll.sh SECONDS [KEEP] [OUT]
+# Usage: [PACK=0] [CACHES=1] [PACK_S=60] bash envs/lent-gpu/poll.sh SECONDS [KEEP] [OUT]
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 budget=$1; keep=${2:-$HOME/keep}; out=${3:-$OUT}; pack_s=${PACK_S:-60}
+[ "${PACK:-1}" = 0 ] && pack_s=1
 start=$(date +%s); deadline=$((start + budget))
 # no run here: a fresh machine (the one that ran it went back 30 s after the last call).
 # Say so at once: on 2026-11-28 a poll on such a machine waited out its 380 s for an rc
@@ -32,6 +37,10 @@ if [ ! -f "$keep/run.log" ]; then
 fi
 grep -E "steps \(|servelab" "$keep/run.log" | grep -v "waiting for server on port" | tail -n 20
 grep -h "prebuild-jit" "$keep/jit-prebuild.log" 2>/dev/null | tail -n 4
+if [ "${PACK:-1}" = 0 ]; then
+  echo "== status only (PACK=0): nothing comes back; poll took $(( $(date +%s) - start )) s of $budget"
+  exit 0
+fi
 mkdir -p "$keep/poll" "$out"
 rm -f "$out"/course.tgz.* "$out"/caches.tgz.*
 # its own pack (course-run.sh packs into KEEP on its own clock; two packers never share a file)

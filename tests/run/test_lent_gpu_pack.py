@@ -109,6 +109,25 @@ def test_a_poll_returns_within_its_seconds_while_the_run_goes_on(tmp_path):
     assert [p.name for p in out.iterdir()] == ["course.tgz.0"]
 
 
+def test_a_status_poll_says_where_the_run_stands_and_brings_nothing_back(tmp_path):
+    """PACK=0, every poll but a slot's last: the run's progress, no pack, no waiting for one."""
+    home, out = tmp_path / "home", tmp_path / "out"
+    (home / "sl/results/week13/store/aa11").mkdir(parents=True)
+    (home / "keep").mkdir()
+    (home / "keep/run.log").write_text("[servelab 07:25:30] study_phi4_search/x: load search on request_rate\n"
+                                       "20 of 24 steps (83%) done\n")
+    began = time.monotonic()
+    proc = subprocess.run(["bash", str(ROOT / "envs/lent-gpu/poll.sh"), "4"],   # no rc: the run goes on
+                          env={**os.environ, "HOME": str(home), "OUT": str(out), "PACK": "0"},
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert 2 <= time.monotonic() - began <= 10
+    assert "run: going on" in proc.stdout and "20 of 24 steps (83%) done" in proc.stdout
+    assert "status only (PACK=0): nothing comes back" in proc.stdout
+    assert not out.exists() or not any(out.iterdir())
+    assert not (home / "keep/poll").exists()
+
+
 def test_a_poll_on_a_machine_without_the_run_says_so_at_once(tmp_path):
     """The machine went back between two polls: the next call gets a fresh one, where no
     run will ever write its rc. The poll returns at once instead of waiting its seconds."""

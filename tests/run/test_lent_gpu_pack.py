@@ -10,6 +10,13 @@ from pathlib import Path
 ROOT = Path(__file__).parents[2]
 
 
+def poll(home: Path, out: Path, seconds: int, **env) -> subprocess.CompletedProcess:
+    """envs/lent-gpu/poll.sh on a stand-in machine whose HOME is `home`."""
+    return subprocess.run(["bash", str(ROOT / "envs/lent-gpu/poll.sh"), str(seconds)],
+                          env={**os.environ, "HOME": str(home), "OUT": str(out), **env},
+                          capture_output=True, text=True, timeout=60)
+
+
 def test_the_pack_holds_the_store_the_tables_and_the_runs_log(tmp_path):
     home, out = tmp_path / "home", tmp_path / "out"
     point = home / "sl/results/week01/store/abc123"
@@ -73,9 +80,7 @@ def test_a_poll_brings_back_the_latest_pack_in_pieces_that_reassemble(tmp_path):
     (home / "keep/rc").write_text("0\n")               # the run ended: the poll waits no longer
     (home / "sl/.cache/vllm-0.26.0_x/flashinfer").mkdir(parents=True)
     (home / "sl/.cache/vllm-0.26.0_x/flashinfer/sampling.so").write_bytes(b"jit")
-    proc = subprocess.run(["bash", str(ROOT / "envs/lent-gpu/poll.sh"), "60"],
-                          env={**os.environ, "HOME": str(home), "OUT": str(out), "CACHES": "1"},
-                          capture_output=True, text=True, timeout=60)
+    proc = poll(home, out, 60, CACHES="1")
     assert proc.returncode == 0, proc.stderr
     assert "run: ended, rc 0" in proc.stdout and "7 of 145 steps (5%) done" in proc.stdout
     assert sorted(p.name for p in out.iterdir()) == ["caches.tgz.0", "course.tgz.0"]   # the last poll: caches too
@@ -98,9 +103,7 @@ def test_a_poll_returns_within_its_seconds_while_the_run_goes_on(tmp_path):
     (home / "keep/run.log").write_text("[servelab 18:46:09] GPU(s) 0,1,2,3 of 0,1,2,3 claimed for this job\n"
                                        "[servelab 18:46:20] waiting for server on port 34079: 10s of 1800s\n")
     began = time.monotonic()
-    proc = subprocess.run(["bash", str(ROOT / "envs/lent-gpu/poll.sh"), "12"],   # no rc: the run goes on
-                          env={**os.environ, "HOME": str(home), "OUT": str(out), "PACK_S": "6"},
-                          capture_output=True, text=True, timeout=60)
+    proc = poll(home, out, 12, PACK_S="6")   # no rc: the run goes on
     took = time.monotonic() - began
     assert proc.returncode == 0, proc.stderr
     assert 5 <= took <= 12, took                      # waited for the run, then packed within its seconds
@@ -117,9 +120,7 @@ def test_a_status_poll_says_where_the_run_stands_and_brings_nothing_back(tmp_pat
     (home / "keep/run.log").write_text("[servelab 07:25:30] study_phi4_search/x: load search on request_rate\n"
                                        "20 of 24 steps (83%) done\n")
     began = time.monotonic()
-    proc = subprocess.run(["bash", str(ROOT / "envs/lent-gpu/poll.sh"), "4"],   # no rc: the run goes on
-                          env={**os.environ, "HOME": str(home), "OUT": str(out), "PACK": "0"},
-                          capture_output=True, text=True, timeout=60)
+    proc = poll(home, out, 4, PACK="0")   # no rc: the run goes on
     assert proc.returncode == 0, proc.stderr
     assert 2 <= time.monotonic() - began <= 10
     assert "run: going on" in proc.stdout and "20 of 24 steps (83%) done" in proc.stdout
@@ -134,9 +135,7 @@ def test_a_poll_on_a_machine_without_the_run_says_so_at_once(tmp_path):
     home, out = tmp_path / "home", tmp_path / "out"
     home.mkdir()
     began = time.monotonic()
-    proc = subprocess.run(["bash", str(ROOT / "envs/lent-gpu/poll.sh"), "120"],
-                          env={**os.environ, "HOME": str(home), "OUT": str(out)},
-                          capture_output=True, text=True, timeout=60)
+    proc = poll(home, out, 120)
     assert proc.returncode == 2 and time.monotonic() - began < 10
     assert "no run on this machine" in proc.stdout
 
@@ -148,9 +147,7 @@ def test_a_poll_that_cannot_pack_afresh_brings_back_the_runs_own_pack(tmp_path):
     (home / "keep/rc").write_text("0\n")
     (home / "keep/course.tgz").write_bytes(b"the pack course-run.sh took two minutes ago")
     # no ~/sl: the fresh pack fails (as one cut at the poll's deadline would)
-    proc = subprocess.run(["bash", str(ROOT / "envs/lent-gpu/poll.sh"), "30"],
-                          env={**os.environ, "HOME": str(home), "OUT": str(out)},
-                          capture_output=True, text=True, timeout=60)
+    proc = poll(home, out, 30)
     assert proc.returncode == 0, proc.stderr
     assert "a fresh pack did not finish in time: course-run.sh's of" in proc.stdout
     assert (out / "course.tgz.0").read_bytes() == b"the pack course-run.sh took two minutes ago"

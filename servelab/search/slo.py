@@ -15,6 +15,7 @@ once, and the engine completed 25-30 req/s. One burst, not 128 req/s.
 from __future__ import annotations
 
 import math
+import numbers
 import re
 
 METRIC = re.compile(r"^(mean|median|p50|p90|p99)_(ttft|tpot|itl|e2el)_ms$")
@@ -113,4 +114,4 @@ def burst(rate, arrivals: int, span_s: float | None, median_e2e_ms: float | None
 
 
 def is_rate(rate) -> bool:
-    return isinstance(rate, (int, float)) and not isinstance(rate, bool) and math.isfinite(rate)
+    return isinstance(rate, numbers.Real) and not isinstance(rate, bool) and math.isfinite(rate)

@@ -80,17 +80,17 @@ def test_what_the_run_crowned_at_128_req_s_was_a_burst_that_the_judge_now_refuse
     assert len(goodputs) == 8 and max(goodputs) / min(goodputs) < 1.06   # within the tie rule's 5 % and noise
 
 
-def test_fp8_kv_missed_the_itl_limit_at_the_lowest_load_where_bf16_kv_met_it():
-    """Phi-4-mini at max_model_len 1024 on an H200: the KV cache is not what limits it, and
-    FP8 KV at 128 sequences missed p99 ITL <= 50 ms already at 16 req/s, in both experiments
-    (seed 002, on a 24 GB L4, found FP8 KV +51 % output throughput: its KV capacity bound)."""
-    for experiment, fp8, auto in ((SEARCH, "max_num_seqs=128+kv_cache_dtype=fp8+max_num_batched_tokens=8192",
-                                   "max_num_seqs=128+kv_cache_dtype=auto+max_num_batched_tokens=8192"),
-                                  (HAND, "max_num_seqs=128+kv_cache_dtype=fp8", "max_num_seqs=128+kv_cache_dtype=auto")):
+def test_the_one_configuration_without_goodput_missed_the_itl_limit_at_the_lowest_load():
+    """FP8 KV at 128 sequences missed p99 ITL <= 50 ms at 16 req/s in both experiments on
+    this box (56.1 and 51.0 ms), where every other configuration met it. Not a property of
+    FP8: p99 ITL at 16 req/s sat at 40-56 ms for every configuration, and in the 2x H100
+    attempt of the same day (not recorded) 128/FP8 met it and 256/bf16 missed at 55.5 ms."""
+    for experiment, fp8 in ((SEARCH, "max_num_seqs=128+kv_cache_dtype=fp8+max_num_batched_tokens=8192"),
+                            (HAND, "max_num_seqs=128+kv_cache_dtype=fp8")):
         now = replayed(experiment)
         assert now[fp8]["goodput_tps"] == 0 and re.match(r"at request_rate=16\.0: p99_itl_ms 5\d\.\d > 50",
                                                           now[fp8]["limited_by"])
-        assert now[auto]["max_load"] == 16.0
+        assert all(o["max_load"] == 16.0 for sp, o in now.items() if sp != fp8)
 
 
 def test_the_frontier_figure_judges_each_row_as_the_search_judges_its_saved_result():

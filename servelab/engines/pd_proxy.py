@@ -23,6 +23,11 @@ import uuid
 PREFILL_PARAMS = {"do_remote_decode": True, "do_remote_prefill": False, "remote_engine_id": None,
                   "remote_block_ids": None, "remote_host": None, "remote_port": None}
 MIN_TOKEN_FIELDS = ("min_tokens", "min_completion_tokens")
+# Seconds an idle connection to a server is kept for reuse: under vLLM's API server's own
+# keep-alive (VLLM_HTTP_TIMEOUT_KEEP_ALIVE, 5 s). aiohttp's default, 15 s, reused connections
+# the server had just closed: "Connection reset by peer", 2 of week 16's 30 requests at
+# 512 tokens in a CI run (2026-11-28), each a failed request to the client.
+KEEPALIVE_S = 2
 
 
 def prefill_request(body: dict) -> dict:
@@ -85,7 +90,7 @@ def make_app(prefill: str, decode: str):
     async def open_session(app):
         # no overall timeout: a long decode under load is not an error of the proxy
         app["session"] = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=None),
-                                               connector=aiohttp.TCPConnector(limit=0))
+                                               connector=aiohttp.TCPConnector(limit=0, keepalive_timeout=KEEPALIVE_S))
         yield
         await app["session"].close()
 

@@ -10,10 +10,11 @@
 # call; the box, its run and its caches were gone before the next call).
 # With CACHES=1 (the slot's last poll) the engines' caches come back too (pack-caches.sh),
 # in what the results' pack leaves of the call's 64 MiB; give that poll PACK_S=150.
-# With PACK=0 it only says where the run stands and brings nothing back: for every poll but
-# the slot's last. Twice on 2026-11-28 the machine went back, with the run on it, between a
-# poll that brought a pack back and the next call; after every call that brought nothing
-# back (some 40 staging calls, a 556 s status call) the next call found it.
+# With PACK=0 it only says where the run stands and brings nothing back. Use it only where
+# losing the run costs nothing: whether the machine stays depends on the gap between calls,
+# not on what came back. On 2026-11-28 it went back twice after a pack came back, and twice
+# (the 2x H200 seed-002 rerun) after PACK=0 polls, each time 65 s or more after the call
+# returned; those two runs came back with nothing. Every poll packs by default.
 # Reassemble: cat course.tgz.* > .gpu/resume/course.tgz (caches.tgz.* likewise)
 # Usage: [PACK=0] [CACHES=1] [PACK_S=60] bash envs/lent-gpu/poll.sh SECONDS [KEEP] [OUT]
 set -uo pipefail

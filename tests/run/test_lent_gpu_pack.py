@@ -115,7 +115,7 @@ def test_a_poll_returns_within_its_seconds_while_the_run_goes_on(tmp_path):
 
 
 def test_a_status_poll_says_where_the_run_stands_and_brings_nothing_back(tmp_path):
-    """PACK=0, every poll but a slot's last: the run's progress, no pack, no waiting for one."""
+    """PACK=0: the run's progress, no pack, no waiting for one."""
     home, out = tmp_path / "home", tmp_path / "out"
     (home / "sl/results/week13/store/aa11").mkdir(parents=True)
     (home / "keep").mkdir()

@@ -3,10 +3,14 @@ each: the weights per GPU, the KV cache's bytes per token, the KV tokens its mem
 fraction leaves, how many max_model_len sequences fit (servelab.fetch.capacity).
 
     servelab plan config/config.yaml config/gpu-check.yaml [--gpu "NVIDIA H100 80GB HBM3"] [--gpus 4]
+        [--timings DIR ...] [--within MINUTES]
 
 GPU memory: `--gpu` (a name as nvidia-smi gives it), else nvidia-smi on this machine, else
 the SLURM profile's `gpu_model` (`--profile profiles/slurm`); the CPU default
 (`device: cpu`) plans against this host's memory. Exit 1 naming each point that cannot fit.
+With `--timings` (an earlier run's working copy, or a recording's timing/ folder), also the
+least run wall on the box's GPUs (servelab.checks.time_plan); exit 1 where it exceeds
+`--within` minutes.
 """
 
 from __future__ import annotations
@@ -117,7 +121,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--gpu", help="the GPU's name as nvidia-smi gives it, e.g. 'NVIDIA H100 80GB HBM3'")
     parser.add_argument("--gpus", type=int, help="GPUs on the machine (default: nvidia-smi's count, else no limit)")
     parser.add_argument("--profile", help="a SLURM profile directory whose gpu_model names the GPU")
+    parser.add_argument("--timings", nargs="+", metavar="DIR", type=Path,
+                        help="earlier runs' session timings (a working copy, or a recording's timing/): "
+                             "plan the run's least wall on the box's GPUs")
+    parser.add_argument("--within", type=float, metavar="MINUTES",
+                        help="with --timings: exit 1 where the run cannot end within this many minutes")
     args = parser.parse_args(argv)
+    if args.within is not None and not args.timings:
+        parser.error("--within needs --timings (the recorded sessions to plan from)")
     config: dict = {}
     for path in args.configs:
         update_config(config, yaml.safe_load(open(path)))
@@ -143,7 +154,25 @@ def main(argv: list[str] | None = None) -> int:
     print(f"servelab plan: {len(lines) - len(refused)} of {len(lines)} server point(s) fit")
     for line in refused:
         print(f"servelab plan: cannot fit: {line}", file=sys.stderr)
-    return 1 if refused else 0
+    late = bool(args.timings) and not time_lines(config, memory, args.timings, args.within)
+    return 1 if refused or late else 0
+
+
+def time_lines(config: dict, memory: tuple[str, float, str, int | None], folders: list[Path],
+               within_min: float | None) -> bool:
+    """Print the time plan; False where it does not fit `within_min`."""
+    from servelab.checks import time_plan
+
+    gpus = 1 if memory[2] == "cpu" else memory[3]
+    if not gpus:
+        raise SystemExit("servelab plan: --timings plans a number of GPUs: give --gpus N (none counted here)")
+    try:
+        result = time_plan.plan(config, time_plan.recorded_sessions(time_plan.timing_files(folders)), gpus)
+    except (FileNotFoundError, ValueError) as err:
+        raise SystemExit(f"servelab plan: {err}")
+    for line in result.lines(within_min):
+        print(f"servelab plan: {line}")
+    return within_min is None or result.fits(within_min)
 
 
 if __name__ == "__main__":

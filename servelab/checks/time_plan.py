@@ -29,6 +29,7 @@ class TimePlan:
     estimated: dict[tuple[str, str], float] = field(default_factory=dict)  # no record: median x its GPUs
     median_gpu_s: float = 0.0           # a recorded session's GPU-s per GPU held
     too_wide: dict[tuple[str, str], int] = field(default_factory=dict)     # needs more GPUs than N
+    host: bool = False                  # the CPU default: one session at a time on the whole host
 
     @property
     def gpu_s(self) -> float:
@@ -43,24 +44,27 @@ class TimePlan:
             return ", ".join("/".join(s) for s in sessions)
 
         recorded = sum(self.recorded.values())
-        out = [f"time on {self.gpus} GPU(s): {len(self.recorded)} of {len(self.recorded) + len(self.estimated)} "
-               f"session(s) recorded: start-ups {self.startup_gpu_s:.0f} GPU-s, benchmark runs "
-               f"{recorded - self.startup_gpu_s:.0f} GPU-s"]
+        unit, held = ("s", "session") if self.host else ("GPU-s", "GPU held")
+        where = "on this host, one session at a time" if self.host else f"on {self.gpus} GPU(s)"
+        out = [f"time {where}: {len(self.recorded)} of {len(self.recorded) + len(self.estimated)} "
+               f"session(s) recorded: start-ups {self.startup_gpu_s:.0f} {unit}, benchmark runs "
+               f"{recorded - self.startup_gpu_s:.0f} {unit}"]
         if self.estimated:
             out.append(f"  not recorded: {len(self.estimated)} session(s), estimated at the recorded median, "
-                       f"{self.median_gpu_s:.0f} GPU-s per GPU held: ~{sum(self.estimated.values()):.0f} GPU-s "
+                       f"{self.median_gpu_s:.0f} {unit} per {held}: ~{sum(self.estimated.values()):.0f} {unit} "
                        f"({names(self.estimated)})")
         if self.too_wide:
             out.append("  left out, wider than the box: " + ", ".join(
                 f"{'/'.join(s)} ({n} GPUs)" for s, n in self.too_wide.items()))
-        out.append(f"  at least {self.gpu_s:.0f} GPU-s / {self.gpus} = {self.least_wall_s:.0f} s "
-                   f"({self.least_wall_s / 60:.1f} min) of run wall, with no GPU ever idle")
+        out.append("  at least " + ("" if self.host else f"{self.gpu_s:.0f} GPU-s / {self.gpus} = ")
+                   + f"{self.least_wall_s:.0f} s ({self.least_wall_s / 60:.1f} min) of run wall, "
+                   + ("sessions back to back" if self.host else "with no GPU ever idle"))
         if within_min is not None:
             budget = within_min * 60 * self.gpus
-            verdict = (f"fits {within_min:g} min ({budget:.0f} GPU-s) with {budget - self.gpu_s:.0f} GPU-s to spare"
+            verdict = (f"fits {within_min:g} min ({budget:.0f} {unit}) with {budget - self.gpu_s:.0f} {unit} to spare"
                        if self.fits(within_min) else
-                       f"does not fit {within_min:g} min: {budget:.0f} GPU-s on {self.gpus} GPU(s), "
-                       f"{self.gpu_s - budget:.0f} GPU-s short (start-ups recorded: {self.startup_gpu_s:.0f})")
+                       f"does not fit {within_min:g} min: {budget:.0f} {unit} {where}, "
+                       f"{self.gpu_s - budget:.0f} {unit} short (start-ups recorded: {self.startup_gpu_s:.0f})")
             out.append(f"  {verdict}")
         return out
 
@@ -105,7 +109,7 @@ def plan(config: dict, records: dict[tuple[str, str], dict], gpus: int) -> TimeP
         raise ValueError(f"a time plan needs at least 1 GPU, not {gpus}")
     if not records:
         raise ValueError("no recorded session timings (timing.json) to plan from")
-    result = TimePlan(gpus=gpus)
+    result = TimePlan(gpus=gpus, host=config.get("device") == "cpu")
     per_gpu = [timing.needed_s(t) for t in records.values() if timing.needed_s(t) > 0]
     result.median_gpu_s = statistics.median(per_gpu) if per_gpu else 0.0
     for name in enabled_experiments(config):

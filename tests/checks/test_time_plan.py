@@ -108,3 +108,21 @@ def test_plan_prints_the_time_plan_and_exits_1_past_the_minutes_given(tmp_path):
     assert bad.returncode == 2 and "--within needs --timings" in bad.stderr
     missing = plan_cli(*common[:-2], str(tmp_path / "nothing"))
     assert missing.returncode == 1 and "no such folder" in missing.stderr
+
+
+def test_the_cpu_default_is_planned_as_one_host_running_one_session_at_a_time(tmp_path):
+    """A working copy's own timings (results/*/store/sessions/*/timing.json), in seconds of the host."""
+    session = tmp_path / "copy/results/week01/store/sessions/base-20261128T110000"
+    session.mkdir(parents=True)
+    (session / "timing.json").write_text(json.dumps(record("week01", "base", 0, 55, 189, 2)))
+    overlay = tmp_path / "run.yaml"
+    overlay.write_text(yaml.safe_dump({"run": ["week01", "week03"]}))
+    out = plan_cli("config/config.yaml", "config/local.yaml", str(overlay), "--timings", str(tmp_path / "copy"),
+                   "--within", "10")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert ("time on this host, one session at a time: 1 of 2 session(s) recorded: start-ups 55 s, "
+            "benchmark runs 191 s") in out.stdout
+    assert "not recorded: 1 session(s), estimated at the recorded median, 246 s per session" in out.stdout
+    assert "at least 492 s (8.2 min) of run wall, sessions back to back" in out.stdout
+    assert "GPU" not in out.stdout.split("time on this host")[1]
+    assert "fits 10 min (600 s) with 108 s to spare" in out.stdout

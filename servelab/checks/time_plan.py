@@ -89,7 +89,7 @@ def recorded_sessions(paths: list[Path]) -> dict[tuple[str, str], dict]:
 
 
 def held_gpu_s(t: dict) -> float:
-    return timing.needed_s(t) * max(1, len(t.get("gpus") or ()))
+    return timing.needed_s(t) * timing.gpus_held(t)
 
 
 def timing_files(folders: list[Path]) -> list[Path]:
@@ -128,9 +128,8 @@ def plan(config: dict, records: dict[tuple[str, str], dict], gpus: int) -> TimeP
                 result.too_wide[session] = width
             elif session in records:
                 t = records[session]
-                held = max(1, len(t.get("gpus") or ()))
-                result.recorded[session] = timing.needed_s(t) * held
-                result.startup_gpu_s += t.get("startup_s", 0.0) * held
+                result.recorded[session] = held_gpu_s(t)
+                result.startup_gpu_s += t.get("startup_s", 0.0) * timing.gpus_held(t)
             else:
                 result.estimated[session] = result.median_gpu_s * width
     return result

@@ -59,6 +59,11 @@ def needed_s(t: dict) -> float:
     return sum(t.get(k, 0.0) for k in ("startup_s", "points_s", "warmup_s", "drift_s"))
 
 
+def gpus_held(t: dict) -> int:
+    """GPUs a session held (1 for a session on the CPU, which records none)."""
+    return max(1, len(t.get("gpus") or ()))
+
+
 def run_line(timings: list[dict], run_wall_s: float) -> str:
     """The run's wall against its sessions': on N GPUs the least a run can take is the
     sessions' start-ups + benchmark runs in GPU-seconds (a TP=2 session holds two) over N, so
@@ -71,9 +76,9 @@ def run_line(timings: list[dict], run_wall_s: float) -> str:
     if not gpus:
         return text
     names = sorted(g if len({h for h, _ in gpus}) == 1 else f"{h}:{g}" for h, g in gpus)
-    gpu_s = sum(needed_s(t) * max(1, len(t.get("gpus", ()))) for t in timings)
+    gpu_s = sum(needed_s(t) * gpus_held(t) for t in timings)
     least = gpu_s / len(gpus)
-    held = lambda key: sum(t.get(key, 0.0) * max(1, len(t.get("gpus", ()))) for t in timings)
+    held = lambda key: sum(t.get(key, 0.0) * gpus_held(t) for t in timings)
     startup_gpu_s, jit_gpu_s = held("startup_s"), held("startup_jit_s")
     idle = len(gpus) * run_wall_s - gpu_s
     return (text + f"; on {len(gpus)} GPU(s) ({','.join(names)}): start-ups + benchmark runs "

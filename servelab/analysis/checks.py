@@ -54,10 +54,13 @@ def load_checks(row: dict, knobs: dict, requested: float) -> tuple[list[str], li
         else:
             problems.append(f"arrival rate {achieved:.2f}/s below requested {requested:g}/s")
     trend = columns["ttft_trend"] = row.get("ttft_trend")
-    if trend is not None and trend > TTFT_TREND_LIMIT:
-        warnings.append(f"TTFT rose x{trend:.1f} from the first to the last third of the requests (no steady state)")
     if (why := burst(requested, *arrivals(row), row.get("e2el_p50_ms"))):
         warnings.append(why)
+    elif "steady_note" in row:   # the held window decides (servelab.engines.steady_window)
+        if row["steady_note"] and (math.isfinite(requested) or knobs.get("max_concurrency")):
+            warnings.append(f"no steady state: {row['steady_note']}")
+    elif trend is not None and trend > TTFT_TREND_LIMIT:   # no per-request send times
+        warnings.append(f"TTFT rose x{trend:.1f} from the first to the last third of the requests (no steady state)")
     return problems, warnings, columns
 
 

@@ -1,7 +1,8 @@
 """Is a difference real? Each configuration of an experiment against its baseline, at each
 load point, in the headline metrics: the difference in % of the baseline with its 95 %
 interval (Welch's t on the repeats), the smallest difference the spread could have shown,
-and a verdict.
+and a verdict. Each figure is the held window's where both points held their load (the
+`steady_` columns), else the whole run's; the `window` column says which.
 
 From the table alone: a row with repeats holds each metric's mean and the half-width of
 its 95 % interval (servelab.analysis.repeats), from which the standard error is recovered.
@@ -24,7 +25,7 @@ HEADLINE = {"ttft_p50_ms": "lower", "ttft_p99_ms": "lower", "itl_p50_ms": "lower
             "output_throughput_tps": "higher", "goodput_rps": "higher"}
 NOT_TWICE = "not measured twice"
 TIE = "not distinguishable"
-COLUMNS = ["configuration", "baseline", "load_point", "metric", "better_when", "baseline_mean", "mean",
+COLUMNS = ["configuration", "baseline", "load_point", "metric", "window", "better_when", "baseline_mean", "mean",
            "diff_pct", "ci95_low_pct", "ci95_high_pct", "detectable_pct", "repeats_baseline", "repeats",
            "verdict", "method"]
 
@@ -44,11 +45,23 @@ def verdict(low: float, high: float, better_when: str) -> str:
     return "better" if up == (better_when == "higher") else "worse"
 
 
+def held_column(base: pd.Series, other: pd.Series, metric: str) -> tuple[str, str]:
+    """The column a comparison reads, and its window: the held window's figure where both
+    points held their load (servelab.engines.steady_window), else the whole run's."""
+    steady = f"steady_{metric}"
+    if all(row.get("window") == "steady" and not pd.isna(row.get(steady)) for row in (base, other)):
+        return steady, "steady"
+    return metric, "whole run"
+
+
 def compare_rows(base: pd.Series, other: pd.Series, metric: str) -> dict:
     """One metric of one configuration against the baseline at one load point."""
     better_when = HEADLINE[metric]
-    out = {"metric": metric, "better_when": better_when, "repeats_baseline": int(base.get("repeats") or 1),
-           "repeats": int(other.get("repeats") or 1), "method": METHOD}
+    column, window = held_column(base, other, metric)
+    out = {"metric": metric, "window": window, "better_when": better_when,
+           "repeats_baseline": int(base.get("repeats") or 1), "repeats": int(other.get("repeats") or 1),
+           "method": METHOD}
+    metric = column
     mean_a, mean_b = base.get(metric), other.get(metric)
     if pd.isna(mean_a) or pd.isna(mean_b) or not mean_a:
         return {**out, "verdict": "not measured"}

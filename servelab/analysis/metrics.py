@@ -14,6 +14,7 @@ from servelab.analysis import checks
 from servelab.analysis.repeats import aggregate, group_repeats
 from servelab.analysis.roofline import theory_columns
 from servelab.config.experiments import EVAL_KNOB
+from servelab.engines import steady_window
 from servelab.engines.lm_eval_client import accuracy_columns
 from servelab.serve.server_log import STARTUP_COLUMNS, TIMELINE_PHASES, kv_blocks
 
@@ -80,10 +81,31 @@ def bench_row(bench: dict) -> dict:
     for lat in LATENCIES:
         for stat in STATS:
             row[f"{lat}_{stat}_ms"] = bench.get(f"{stat}_{lat}_ms")
+    row["prompts_sent"] = bench.get("num_prompts")
     row["samples_ttft"] = len(bench.get("ttfts") or [])
     row["ttft_trend"] = checks.ttft_trend(bench)
     row["samples_itl"] = sum(len(x) for x in bench.get("itls") or [])
     row["achieved_rate_rps"] = achieved_arrival_rate(bench.get("start_times") or [])
+    row.update(steady_columns(steady_window.window(bench)))
+    return row
+
+
+def steady_columns(steady: dict | None) -> dict:
+    """The held window's figures beside the whole run's, `steady_` before each name, and
+    which window the row's comparisons and goodput use (`window`)."""
+    if steady is None:
+        return {"window": "whole run"}
+    row = {"window": "whole run" if steady["no_steady_state"] or "output_throughput" not in steady else "steady",
+           "steady_window_start_s": steady["window_start_s"], "steady_window_end_s": steady["window_end_s"],
+           "steady_window_s": steady["window_s"], "steady_requests": steady["window_requests"],
+           "steady_ttft_trend": steady.get("ttft_trend"), "steady_note": steady["no_steady_state"] or ""}
+    for old in ("output_throughput", "request_throughput", "total_token_throughput"):
+        if old in steady:
+            row[f"steady_{SCALARS[old]}"] = steady[old]
+    for lat in LATENCIES:
+        for stat in STATS:
+            if f"{stat}_{lat}_ms" in steady:
+                row[f"steady_{lat}_{stat}_ms"] = steady[f"{stat}_{lat}_ms"]
     return row
 
 
@@ -176,7 +198,8 @@ def point_row(record: dict, bench: dict | None) -> dict:
         row.update(theory_columns(knobs, record.get("model_size"), record["identity"]["hardware"].get("gpus") or []))
         problems, warnings = [], []
     else:
-        problems, warnings, load_columns = checks.load_checks(row, knobs, requested)
+        sent = {"num_prompts": row["prompts_sent"]} if row.get("prompts_sent") else {}   # a point sized in time
+        problems, warnings, load_columns = checks.load_checks(row, {**knobs, **sent}, requested)
         below_floor, floors = checks.floor_checks(row, record)
         row.update(**load_columns, **floors)
         problems += below_floor

@@ -13,7 +13,7 @@ T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8:
        18: 2.101, 19: 2.093, 20: 2.086, 25: 2.060, 30: 2.042}
 # measured quantities (everything else in a row is a knob, a fact or a name)
 MEASURED_SUFFIXES = ("_ms", "_s", "_rps", "_tps")
-MEASURED = ("ttft_trend", "prefix_cache_hit_rate", "spec_acceptance_rate", "spec_mean_accepted_len",
+MEASURED = ("ttft_trend", "steady_ttft_trend", "prefix_cache_hit_rate", "spec_acceptance_rate", "spec_mean_accepted_len",
             "preemptions", "peak_kv_cache_usage", "outside_cpu_cores")
 NOT_MEASURED = ("server_startup_s", "ttft_floor_ms", "itl_floor_ms", "theory_latency_s", "theory_decode_step_ms")
 

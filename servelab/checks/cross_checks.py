@@ -13,8 +13,8 @@ import json
 import re
 
 from servelab.fetch import dummy_weights
-from servelab.config.experiments import (ENV_KNOB, all_client_points, client_points, enabled_experiments, point_model,
-                                         server_points, swept_knobs)
+from servelab.config.experiments import (DURATION_KNOB, ENV_KNOB, all_client_points, client_points,
+                                         enabled_experiments, point_model, server_points, swept_knobs)
 from servelab.engines.lm_eval_client import column_prefixes
 from servelab.search import slo as search_slo
 
@@ -130,6 +130,7 @@ def check(config: dict) -> None:
                 if any(knob in p for p in all_client_points(exp)):
                     problems.append(f"{where}.client.{knob}: vllm bench throughput ignores it on the random "
                                     f"dataset (its random_{knob} default wins); use random_{knob}")
+        problems += duration_problems(exp, where, offline)
         needs_prompts = not offline or exp.get("tool") in ("throughput", "static_batch")
         if needs_prompts and not any("num_prompts" in p for p in all_client_points(exp)):
             problems.append(f"{where}.client: num_prompts is missing (set it in args or grid)")
@@ -154,6 +155,17 @@ def check(config: dict) -> None:
         for name in enabled_experiments(config) if name in config["experiments"]})
     if problems:
         raise ConfigError("invalid config:\n  " + "\n  ".join(problems))
+
+
+def duration_problems(exp: dict, where: str, offline: bool) -> list[str]:
+    """`duration_s` sizes a served load held at a rate or a concurrency: nothing else."""
+    timed = [p for p in all_client_points(exp) if DURATION_KNOB in p]
+    if timed and offline:
+        return [f"{where}.client.{DURATION_KNOB}: a duration sizes a served load; kind offline has none"]
+    if any(p.get("request_rate") in (None, "inf", float("inf")) and not p.get("max_concurrency") for p in timed):
+        return [f"{where}.client.{DURATION_KNOB}: needs a request_rate or a max_concurrency (prompts sent all at "
+                f"once are one burst, not a load held for a duration)"]
+    return []
 
 
 def search_problems(exp: dict, where: str, config: dict) -> list[str]:
@@ -254,7 +266,9 @@ def _metric_columns() -> set[str]:
     from servelab.analysis.metrics import CONDITION_COLUMNS, LATENCIES, SCALARS, STATS
 
     lat = {f"{lat}_{stat}_ms" for lat in LATENCIES for stat in STATS}
-    return lat | set(SCALARS.values()) | {"request_rate", "achieved_rate_rps", "server_startup_s",
+    steady = {f"steady_{c}" for c in lat | {"output_throughput_tps", "request_throughput_rps",
+                                            "total_token_throughput_tps", "requests", "window_s"}}
+    return lat | steady | set(SCALARS.values()) | {"request_rate", "achieved_rate_rps", "server_startup_s",
                                           "samples_ttft", "samples_itl", "valid", "experiment",
                                           "server_point", "model", "latency_mean_s",
                                           "latency_p50_s", "latency_p90_s", "latency_p99_s",

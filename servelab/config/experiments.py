@@ -29,6 +29,8 @@ RESTART_KNOB = "restart"
 CLIENT_KNOB = "client"
 # client knob: the named workload (`client.workloads`) a load point belongs to
 WORKLOAD_KNOB = "workload"
+# client knob: how long a load point holds its load, in seconds (servelab sizes num_prompts)
+DURATION_KNOB = "duration_s"
 # server.leave_out: the server point ids of an experiment not to run
 LEAVE_OUT = "leave_out"
 # an experiment's search section (servelab.search): space, load, slo, strategy, budget
@@ -158,8 +160,27 @@ def all_client_points(exp: dict) -> list[dict]:
 
 
 def bench_knobs(knobs: dict) -> dict:
-    """Client knobs the benchmark client takes (servelab's `restart` and `workload` are not)."""
-    return {k: v for k, v in knobs.items() if k not in (RESTART_KNOB, WORKLOAD_KNOB)}
+    """Client knobs the benchmark client takes (servelab's `restart`, `workload` and
+    `duration_s` are not)."""
+    return {k: v for k, v in knobs.items() if k not in (RESTART_KNOB, WORKLOAD_KNOB, DURATION_KNOB)}
+
+
+def sized_prompts(knobs: dict, request_s: float | None) -> int | None:
+    """The prompts a load point sends: enough to hold its load `duration_s` seconds on this
+    box (rate x duration; for a closed loop, max_concurrency x duration / the request time
+    the session's warm-up measured), never fewer than its configured num_prompts. A point
+    without a duration sends its num_prompts."""
+    duration, floor = knobs.get(DURATION_KNOB), knobs.get("num_prompts")
+    if duration is None:
+        return floor
+    rate = knobs.get("request_rate")
+    if rate not in (None, "inf") and math.isfinite(float(rate)):
+        wanted = float(rate) * duration
+    elif knobs.get("max_concurrency") and request_s:
+        wanted = knobs["max_concurrency"] * duration / request_s
+    else:   # a closed loop whose warm-up measured nothing: its floor
+        wanted = 0
+    return max(int(floor or 1), math.ceil(wanted))
 
 
 def session_points(exp: dict, server_knobs: dict | None = None) -> list[dict]:

@@ -16,6 +16,7 @@ import statistics
 
 from servelab.analysis.repeats import welch
 from servelab.config.experiments import point_id
+from servelab.engines import steady_window
 from servelab.search import slo as slo_check
 
 DEFAULT_REPEATS = 3
@@ -39,12 +40,12 @@ def frontier(search: dict, tried: list[tuple[dict, float]], outcomes: dict[str, 
 
 
 def samples(points: list[tuple[dict, dict | None]], slo: dict) -> dict:
-    """{goodput: [output tok/s of each repeat], slo_met: how many repeats met the SLO}."""
+    """{goodput: [output tok/s of each repeat, over its held window], slo_met: how many repeats met the SLO}."""
     values, met = [], 0
     for record, bench in points:
         ok = slo_check.judge(slo, bench, record.get("failure"))[0]
         met += bool(ok)
-        values.append(float((bench or {}).get("output_throughput") or 0.0))
+        values.append(float((steady_window.held(bench) or {}).get("output_throughput") or 0.0))
     return {"goodput": values, "slo_met": met}
 
 

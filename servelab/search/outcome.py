@@ -2,7 +2,7 @@
 rounds in order, and the best configuration with its SLO margins and serve command.
 
 A configuration's goodput is the output throughput (tokens/s) measured at the highest
-load that met the SLO; 0 when even the lowest load missed it (or the server refused
+load that met the SLO, over that point's held window (servelab.engines.steady_window); 0 when even the lowest load missed it (or the server refused
 the configuration), with the reason kept. Its cost is the server time it took: each
 session's start-up and the client time of its points (what a time budget counts).
 """
@@ -14,6 +14,7 @@ import shlex
 from pathlib import Path
 
 from servelab.config.experiments import gpus_needed, point_id
+from servelab.engines import steady_window
 from servelab.search import slo as slo_check
 
 TIE_WITHIN = 0.05   # default relative noise under which two goodputs are a tie
@@ -69,13 +70,15 @@ def config_outcome(points: list[tuple[dict, dict | None]], load_knob: str, slo: 
     drifts = [abs(d) for record, _ in points
               if isinstance(d := (record.get("drift") or {}).get("output_throughput"), (int, float))]
     out = {"points": len(judged), "max_load": None, "goodput_tps": 0.0, "request_throughput_rps": None,
-           "margins": {}, "serve_command": None, "limited_by": "",
+           "window": None, "margins": {}, "serve_command": None, "limited_by": "",
            "session_s": round(session_seconds([record for record, _ in points]), 1),
            "drift": max(drifts) if drifts else None}
     if passing:
         load, _, margins, _, bench, record = max(passing, key=lambda j: j[0])
-        out.update(max_load=load, goodput_tps=bench.get("output_throughput") or 0.0,
-                   request_throughput_rps=bench.get("request_throughput"), margins=margins,
+        figures = steady_window.held(bench)   # the held window's, where the point had one
+        out.update(max_load=load, goodput_tps=figures.get("output_throughput") or 0.0,
+                   request_throughput_rps=figures.get("request_throughput"), window=figures["window"],
+                   margins=margins,
                    serve_command=(record.get("provenance") or {}).get("serve_command"))
     above = sorted((j for j in judged if not j[1] and (out["max_load"] is None or j[0] > out["max_load"])),
                    key=lambda j: j[0])
@@ -95,8 +98,8 @@ def rounds_table(rounds: list[dict], outcomes: dict[str, dict]) -> list[dict]:
             o = outcomes[sp]
             rows.append({"round": plan["round"], "server_point": sp, **config,
                          "goodput_tps": o["goodput_tps"], "max_load": o["max_load"],
-                         "request_throughput_rps": o["request_throughput_rps"], "points": o["points"],
-                         "session_s": o["session_s"], **{f"margin_{k}": v for k, v in o["margins"].items()},
+                         "request_throughput_rps": o["request_throughput_rps"], "window": o.get("window"),
+                         "points": o["points"], "session_s": o["session_s"], **{f"margin_{k}": v for k, v in o["margins"].items()},
                          "limited_by": o["limited_by"]})
     return rows
 
@@ -125,7 +128,7 @@ def best_config(rows: list[dict], outcomes: dict[str, dict], search: dict, confi
             "highest_goodput": {"server_point": top["server_point"], "goodput_tps": top["goodput_tps"]},
             "config": {k: row[k] for k in search["space"]},
             "goodput_tps": repeated["goodput_tps_mean"] if repeated else o["goodput_tps"],
-            "request_throughput_rps": o["request_throughput_rps"],
+            "request_throughput_rps": o["request_throughput_rps"], "window": o.get("window"),
             **({"confirmation": confirmed} if confirmed else {}),
             "max_load": {search["load"]["knob"]: o["max_load"]}, "slo": search["slo"], "slo_margins": o["margins"],
             "limited_by": o["limited_by"], "vllm_serve": as_vllm_serve(o["serve_command"]),

@@ -18,10 +18,11 @@ import math
 import numbers
 import re
 
+from servelab.engines import steady_window
+from servelab.engines.steady_window import TTFT_TREND_LIMIT
+
 METRIC = re.compile(r"^(mean|median|p50|p90|p99)_(ttft|tpot|itl|e2el)_ms$")
 MAX_FAILED = "max_failed"
-# last third's mean TTFT over the first third's: above this the queue grew during the point
-TTFT_TREND_LIMIT = 2.0
 
 
 def check(slo: dict) -> list[str]:
@@ -47,15 +48,17 @@ def statistic(bench: dict, key: str):
 
 
 def judge(slo: dict, bench: dict | None, failure: dict | None = None) -> tuple[bool, dict, str]:
-    """(met, margins {metric: limit - value, in the metric's unit}, why not)."""
+    """(met, margins {metric: limit - value, in the metric's unit}, why not). Latencies are
+    judged over the held window where the point had one (servelab.engines.steady_window)."""
     if failure or bench is None:
         reason = f"{failure['stage']}: {failure['reason']}" if failure else "no result"
         return False, {}, f"point failed ({reason})"
     margins, missed = {}, []
+    figures = steady_window.held(bench)
     for key, limit in slo.items():
         if key == MAX_FAILED:
             continue
-        value = statistic(bench, key)
+        value = statistic(figures, key)
         if value is None:
             missed.append(f"{key} not in the result")
             continue
@@ -74,19 +77,24 @@ def ttft_trend(bench: dict) -> float | None:
     """Mean TTFT of the last third of requests (in send order) over the first third's:
     ~1 in a steady state, rising when the server cannot keep up (over-saturation)."""
     ttfts, starts = bench.get("ttfts") or [], bench.get("start_times") or []
-    if len(ttfts) < 9:
-        return None
     ordered = [t for _, t in sorted(zip(starts, ttfts))] if len(starts) == len(ttfts) else list(ttfts)
-    third = len(ordered) // 3
-    first, last = sum(ordered[:third]) / third, sum(ordered[-third:]) / third
-    return last / first if first > 0 else None
+    return steady_window.ttft_trend(ordered)
 
 
 def unheld(bench: dict) -> str | None:
-    """Why a saved result at a request rate did not hold that rate, or None (`not_held`)."""
+    """Why a saved result at a request rate did not hold that rate, or None (`not_held`).
+    Where the result has per-request records, the held window decides: too short to judge,
+    or a queue that grew inside it (a ramp's rise before the window is no growing queue)."""
     starts = bench.get("start_times") or []
     span_s = max(starts) - min(starts) if len(starts) > 1 else None
-    return not_held(bench.get("request_rate"), len(starts), span_s, bench.get("median_e2el_ms"), ttft_trend(bench))
+    rate, median_e2e = bench.get("request_rate"), bench.get("median_e2el_ms")
+    steady = steady_window.window(bench)
+    if steady is None:
+        return not_held(rate, len(starts), span_s, median_e2e, ttft_trend(bench))
+    if (why := not_held(rate, len(starts), span_s, median_e2e, None)):
+        return why
+    return f"not held: no steady state ({steady['no_steady_state']})" if is_rate(rate) and steady["no_steady_state"] \
+        else None
 
 
 def not_held(rate, arrivals: int, span_s: float | None, median_e2e_ms: float | None,

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from servelab.atomic import write_text
-from servelab.config.experiments import EVAL_KNOB, bench_knobs
+from servelab.config.experiments import EVAL_KNOB, bench_knobs, sized_prompts
 from servelab.engines import commands, lm_eval_client
 from servelab.serve import conditions, failure
 from servelab.serve.launch import Launch, log, server_env
@@ -44,7 +44,9 @@ def warm_up(launch: Launch, first: dict | None, out_dir: Path) -> dict | None:
         return {"num_prompts": spec.warmup_prompts, "failed": f"{type(exc).__name__}: {exc}"}
     write_text(out_dir / "warmup.json", json.dumps(result, default=str))
     warmup = {"num_prompts": spec.warmup_prompts, "completed": result.get("completed"),
-              "duration_s": round(time.monotonic() - started, 2)}
+              "duration_s": round(time.monotonic() - started, 2),
+              # a closed-loop point sized in time sends max_concurrency x duration / this
+              "median_request_s": (result.get("median_e2el_ms") or result.get("p50_e2el_ms") or 0) / 1000 or None}
     launch.timing["warmup_s"] += warmup["duration_s"]
     log(f"warm-up: {warmup['completed']}/{spec.warmup_prompts} requests in {warmup['duration_s']}s")
     return warmup
@@ -178,8 +180,11 @@ def run_bench(launch: Launch, knobs: dict, raw_dir: Path):
     """One load point with the engine's benchmark client; its saved result in one
     layout whatever the engine."""
     spec, engine = launch.spec, launch.engine
+    # a point sized in time: as many prompts as hold its load that long here
+    prompts = sized_prompts(knobs, (launch.warmup or {}).get("median_request_s"))
     # the torch profiler is started and stopped by the client around its run
-    client_knobs = {**bench_knobs(knobs), **({"profile": True} if "torch_profile" in spec.monitors else {})}
+    client_knobs = {**bench_knobs(knobs), **({"num_prompts": prompts} if prompts else {}),
+                    **({"profile": True} if "torch_profile" in spec.monitors else {})}
     argv = engine.client_args(spec.model_path, spec.served_name, launch.fleet.front.port, spec.dataset_name,
                               spec.dataset_path, client_knobs, raw_dir)
     bench_log = launch.session_dir / "bench.log"

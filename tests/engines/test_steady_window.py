@@ -1,0 +1,137 @@
+"""The held window of a load point: after the ramp, before the drain; its figures from the
+per-request records; what the tables, the SLO judge and goodput take from it."""
+
+import json
+import statistics
+from pathlib import Path
+
+import pytest
+
+from servelab.analysis.metrics import bench_row
+from servelab.config.experiments import sized_prompts
+from servelab.engines import steady_window
+from servelab.search import slo
+
+DATA = Path(__file__).parents[1] / "data"
+
+
+def result(rate=10.0, seconds=30.0, latency=2.0, output=50, ttft=lambda i, t: 0.2, request_rate=None):
+    """A saved result of `vllm bench serve` shape: one request every 1/rate s for `seconds`,
+    each `latency` s long with `output` tokens streamed evenly after its TTFT."""
+    n = int(rate * seconds)
+    starts = [i / rate for i in range(n)]
+    ttfts = [ttft(i, s) for i, s in enumerate(starts)]
+    itls = [[(latency - t) / (output - 1)] * (output - 1) for t in ttfts]
+    return {"request_rate": request_rate if request_rate is not None else rate, "start_times": starts,
+            "ttfts": ttfts, "itls": itls, "latencies": [latency] * n, "output_lens": [output] * n,
+            "input_lens": [100] * n, "errors": [""] * n, "completed": n, "failed": 0, "num_prompts": n,
+            # the whole run's figures as the client computes them: ramp and drain included
+            "output_throughput": n * output / (starts[-1] + latency), "median_e2el_ms": latency * 1000,
+            "p99_ttft_ms": 1000 * max(ttfts), "p99_itl_ms": 1000 * (latency - 0.2) / (output - 1)}
+
+
+def test_window_is_after_the_ramp_and_before_the_drain():
+    bench = result(rate=10, seconds=30, latency=2.0, output=50)
+    w = steady_window.window(bench)
+    assert w["window_start_s"] == pytest.approx(2.0)        # one median request after the first arrival
+    assert w["window_end_s"] == pytest.approx(29.9)         # the last arrival
+    assert w["window_requests"] == 280                      # the 21st to the 300th, sent at 2.0 ... 29.9 s
+    assert w["no_steady_state"] is None
+    # held: 10 req/s x 50 tokens; the whole run's figure is diluted by its ramp and drain
+    assert w["output_throughput"] == pytest.approx(500, rel=0.01)
+    assert w["request_throughput"] == pytest.approx(10, rel=0.02)
+    assert bench["output_throughput"] < 0.95 * w["output_throughput"]
+    assert w["p50_ttft_ms"] == pytest.approx(200)
+
+
+def test_a_burst_has_no_window_to_judge():
+    # 20 requests in 0.95 s, each 3 s long: every one in flight at once
+    w = steady_window.window(result(rate=20, seconds=1, latency=3.0))
+    assert w["no_steady_state"] and "too short to judge" in w["no_steady_state"]
+    assert "output_throughput" not in w
+    assert steady_window.held(result(rate=20, seconds=1, latency=3.0))["window"] == "whole run"
+
+
+def test_a_ramp_is_no_growing_queue_but_a_queue_that_grows_in_the_window_is():
+    # the first requests find an empty server (fast TTFT), then TTFT settles: a steady state
+    ramp = result(seconds=12, ttft=lambda i, t: 0.02 if t < 2.5 else 0.3)
+    assert slo.ttft_trend(ramp) > steady_window.TTFT_TREND_LIMIT    # the whole run's thirds say "rising"
+    assert steady_window.window(ramp)["no_steady_state"] is None
+    assert slo.unheld(ramp) is None
+    # over capacity: the server completes 1/1.4 of the arrivals, each request's wait grows
+    growing = result(ttft=lambda i, t: 0.1 + 0.4 * t)
+    growing["latencies"] = [t + 1.8 for t in growing["ttfts"]]
+    assert "the queue grew" in steady_window.window(growing)["no_steady_state"]
+    assert "no steady state" in slo.unheld(growing)
+    # far over capacity: the ramp outlasts what is left of the arrivals
+    flooded = result(ttft=lambda i, t: 0.1 + t)
+    flooded["latencies"] = [t + 1.8 for t in flooded["ttfts"]]
+    assert "too short to judge" in steady_window.window(flooded)["no_steady_state"]
+
+
+def test_a_closed_loop_is_not_judged_by_its_ttft_rise():
+    # 8 in flight, sent together at first: TTFT rises while they drift apart (seen on the CPU
+    # default), but the queue cannot grow past 8; at a rate the same rise is a growing queue
+    rising = dict(ttft=lambda i, t: 0.05 + 0.02 * t)
+    assert steady_window.window(result(request_rate="inf", **rising))["no_steady_state"] is None
+    assert "TTFT rose" in steady_window.window(result(**rising))["no_steady_state"]
+    # a rate whose concurrency cap the client reached is a closed loop too
+    capped = {**result(**rising), "max_concurrency": 8, "max_concurrent_requests": 8}
+    assert steady_window.window(capped)["no_steady_state"] is None
+
+
+def test_latencies_from_the_streamed_tokens_where_the_client_saves_none():
+    # vLLM 0.26's `vllm bench serve` saves TTFTs and inter-token gaps, no latencies
+    bench = result()
+    older = {k: v for k, v in bench.items() if k != "latencies"}
+    assert steady_window.window(older) == steady_window.window(bench)
+
+
+def test_the_judge_and_goodput_read_the_held_window():
+    # the ramp's TTFT outliers (3 s) lie before the window: the held p99 meets a 1 s SLO
+    bench = result(ttft=lambda i, t: 1.5 if t < 1 else 0.2)
+    bench["p99_ttft_ms"] = 1500.0
+    met, margins, why = slo.judge({"p99_ttft_ms": 1000}, bench)
+    assert met, why
+    assert margins["p99_ttft_ms"] == pytest.approx(800, abs=1)
+    assert steady_window.held(bench)["output_throughput"] == pytest.approx(500, rel=0.02)
+
+
+def test_failed_requests_are_left_out_of_the_window():
+    bench = result()
+    bench["errors"] = ["boom" if i % 2 else "" for i in range(len(bench["errors"]))]
+    w = steady_window.window(bench)
+    assert w["window_requests"] == 140
+    assert w["output_throughput"] == pytest.approx(250, rel=0.02)
+
+
+def test_a_recorded_cpu_point_has_its_held_figures_in_the_table_row():
+    bench = json.loads((DATA / "vllm_bench_serve_rate4.json").read_text())   # 40 prompts at 4 req/s
+    row = bench_row(bench)
+    assert row["window"] == "steady"
+    assert 30 <= row["steady_requests"] < 40
+    assert row["steady_window_s"] == pytest.approx(max(bench["start_times"]) - min(bench["start_times"])
+                                                   - bench["median_e2el_ms"] / 1000, rel=0.01)
+    # 4 req/s x 32 output tokens held; the whole run's 126 tok/s includes the drain
+    assert row["steady_output_throughput_tps"] == pytest.approx(4 * 32, rel=0.25)
+    # the held TTFT median: of the requests sent inside the window, counted here apart
+    start, end = min(bench["start_times"]) + bench["median_e2el_ms"] / 1000, max(bench["start_times"])
+    inside = [t for s, t in zip(bench["start_times"], bench["ttfts"]) if start <= s <= end]
+    assert row["steady_requests"] == len(inside)
+    assert row["steady_ttft_p50_ms"] == pytest.approx(1000 * statistics.median(inside))
+
+
+def test_no_per_request_records_no_window():
+    assert steady_window.window({"output_throughput": 5.0}) is None
+    assert bench_row({"completed": 3})["window"] == "whole run"
+
+
+@pytest.mark.parametrize("knobs, request_s, expected", [
+    ({"num_prompts": 100, "request_rate": 50, "duration_s": 60}, None, 3000),      # rate x duration
+    ({"num_prompts": 5000, "request_rate": 50, "duration_s": 60}, None, 5000),     # the floor
+    ({"num_prompts": 10, "request_rate": "inf", "max_concurrency": 250, "duration_s": 60}, 4.0, 3750),
+    ({"num_prompts": 10, "request_rate": "inf", "max_concurrency": 250, "duration_s": 60}, None, 10),
+    ({"num_prompts": 40, "request_rate": 4}, None, 40),                            # no duration
+])
+def test_points_sized_in_time(knobs, request_s, expected):
+    assert sized_prompts(knobs, request_s) == expected

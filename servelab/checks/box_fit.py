@@ -150,9 +150,22 @@ def apply(config: dict, decision: Decision) -> None:
                 spec["also_from"] = [o for o in spec["also_from"] if o not in decision.experiments]
 
 
-def fit(config: dict, main_process: bool, box: Box | None = None, **probes) -> Decision | None:
+DRY_RUN_FLAGS = {"-n", "--dry-run", "--dryrun", "--just-print"}
+
+
+def dry_run(argv: list[str]) -> bool:
+    """Snakemake was asked for a dry run (-n, also inside a cluster of short flags: -np).
+    Read from the command line: the workflow knows it only after the Snakefile is parsed."""
+    return any(a in DRY_RUN_FLAGS or (a[:1] == "-" and a[1:2] != "-" and a[1:].isalpha() and "n" in a[1:])
+               for a in argv[1:])
+
+
+def fit(config: dict, main_process: bool, box: Box | None = None, *, preview: bool = False,
+        **probes) -> Decision | None:
     """Where `run_what_fits` is set: decide (the main process) or take the main process's
-    decision (a job), apply it to `config`, and return it; None where it is not set."""
+    decision (a job), apply it to `config`, and return it; None where it is not set. A
+    preview (a dry run) decides but keeps the whole config: a laptop or a login node with no
+    GPU previews the GPU course's whole DAG, and the lines say what this box would leave out."""
     if not config.get("run_what_fits"):
         return None
     if not main_process and os.environ.get(DECISION_ENV):
@@ -160,14 +173,19 @@ def fit(config: dict, main_process: bool, box: Box | None = None, **probes) -> D
     else:
         decision = decide(config, box or this_box(config), **probes)
         os.environ[DECISION_ENV] = decision.to_json()
-    apply(config, decision)
+    if not preview:
+        apply(config, decision)
     return decision
 
 
-def summary(config: dict, decision: Decision) -> list[str]:
-    """What the run keeps and, a line each, what it leaves out (config already fitted)."""
+def summary(config: dict, decision: Decision, preview: bool = False) -> list[str]:
+    """What the run keeps and, a line each, what it leaves out (config already fitted); in a
+    preview, the whole config's DAG and what a run on this box would leave out."""
     kept = enabled_experiments(config)
     sessions = sum(len(server_points(config["experiments"][n])) for n in kept)
     left = decision.lines()
+    if preview:
+        return [f"dry run: the whole DAG, {len(kept)} experiment(s), {sessions} server point(s); a run on "
+                f"{decision.box} would leave out {len(left)}:", *(f"  {line}" for line in left)]
     return [f"on {decision.box}: runs {len(kept)} experiment(s), {sessions} server point(s); leaves out {len(left)}:",
             *(f"  {line}" for line in left)]

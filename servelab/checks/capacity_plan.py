@@ -102,7 +102,8 @@ def plan_lines(config: dict, memory: tuple[str, float, str, int | None]) -> tupl
             lines.append(f"{where} {exp['engine']}, {need if device == 'gpu' else 0} GPU(s) of {plan.memory}: "
                          f"weights {plan.weights_gib} GiB/GPU, KV {plan.kv_bytes_per_token} B/token/GPU, "
                          f"KV cache {plan.kv_cache_gib} GiB = {plan.kv_cache_tokens:,} tokens = {plan.sequences} x "
-                         f"max_model_len {plan.max_model_len}: " + ("fits" if plan.fits else f"DOES NOT FIT: {plan.why}"))
+                         f"max_model_len {plan.max_model_len}: " + (("fits" + (f" (warning: {plan.warning})" if plan.warning else "")) if plan.fits
+                            else f"DOES NOT FIT: {plan.why}"))
             if not plan.fits:
                 refused.append(f"{where}: {plan.why}")
     return lines, refused

@@ -32,6 +32,10 @@ ACTIVATION_GIB = {"dense": 0.5, "moe": 1.5}
 VLLM_DEFAULT_FRACTION = 0.9
 # SGLang 0.5.17 chose 0.82-0.86 of an 80 GB H100 for weights + KV cache (recorded runs)
 SGLANG_DEFAULT_FRACTION = 0.82
+# the plan's own error in KV tokens against what the engines reported: -6.0 to +2.7 % on
+# the recorded H100 and H200 tables (docs/capacity-plan.md). A point short of one
+# max_model_len sequence by less than this is warned, not refused: the engine may hold it.
+PLAN_ERROR = 0.06
 
 
 @dataclass
@@ -46,6 +50,7 @@ class PointPlan:
     sequences: int              # max_model_len sequences the KV cache holds at once
     fits: bool
     why: str | None = None      # what does not fit, with the numbers
+    warning: str | None = None  # short of fitting, but inside the plan's own error
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -139,25 +144,45 @@ def plan_point(config: dict, engine: str, knobs: dict, *, memory_gib: float, mem
             knob, reserved = "gpu_memory_utilization", ACTIVATION_GIB[moe]
         budget = fraction * memory_gib
         kv_gib = budget - weights - reserved
+        if engine != "sglang" and knobs.get("kv_cache_memory_bytes"):
+            # vLLM then sizes its KV cache to that, per GPU, whatever the memory fraction
+            kv_gib = float(knobs["kv_cache_memory_bytes"]) / GIB
+            budget, knob = weights + reserved + kv_gib, "kv_cache_memory_bytes"
         why = None if kv_gib > 0 else (
             f"no memory for the KV cache: {knob} {fraction:g} x {what} = {budget:.1f} GiB, less weights "
             f"{weights:.2f} GiB per GPU" + (f" and ~{reserved:g} GiB of activations" if reserved else "")
             + f" = {kv_gib:.1f} GiB")
+    if device != "cpu" and why is None and budget > memory_gib:
+        why = f"weights {weights:.2f} GiB + KV cache {kv_gib:.2f} GiB ({knob}) exceed {what}"
     tokens = max(0, int(kv_gib * GIB // per_token))
+    warning = None
     if why is None and max_len and tokens < max_len:
-        why = (f"the KV cache holds {tokens} tokens ({kv_gib:.2f} GiB at {per_token} B/token), fewer than one "
-               f"max_model_len {max_len} sequence")
+        short = (f"the KV cache holds {tokens} tokens ({kv_gib:.2f} GiB at {per_token} B/token), fewer than one "
+                 f"max_model_len {max_len} sequence")
+        if tokens * (1 + PLAN_ERROR) >= max_len:
+            warning = f"{short}, within the plan's own error ({PLAN_ERROR:.0%}): the engine may still start"
+        else:
+            why = short
     return PointPlan(memory=what, gpus=0 if device == "cpu" else tp * pp, weights_gib=round(weights, 2),
                      kv_bytes_per_token=per_token, kv_cache_gib=round(max(kv_gib, 0.0), 2), kv_cache_tokens=tokens,
-                     max_model_len=max_len, sequences=tokens // max_len if max_len else 0, fits=why is None, why=why)
+                     max_model_len=max_len, sequences=tokens // max_len if max_len else 0, fits=why is None, why=why,
+                     warning=warning)
 
 
-def visible_gpus() -> list[tuple[str, int]]:
-    """(name, memory.total MiB) of each GPU nvidia-smi lists here; empty without one."""
+def visible_gpus(env: dict | None = None) -> list[tuple[str, int]]:
+    """(name, memory.total MiB) of each GPU nvidia-smi lists here that CUDA_VISIBLE_DEVICES
+    (of `env`, else this process's) leaves visible, by index or UUID; empty without one."""
+    import os
+
     from servelab.run.provenance import nvidia_smi_rows
 
-    rows = [line.rsplit(",", 1) for line in nvidia_smi_rows("name,memory.total", "csv,noheader,nounits") if "," in line]
-    return [(name.strip(), int(float(mib))) for name, mib in rows]
+    rows = [[f.strip() for f in line.split(",")] for line in
+            nvidia_smi_rows("index,uuid,name,memory.total", "csv,noheader,nounits") if line.count(",") >= 3]
+    visible = (env if env is not None and "CUDA_VISIBLE_DEVICES" in env else os.environ).get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        wanted = [v.strip() for v in str(visible).split(",") if v.strip()]
+        rows = [r for r in rows if r[0] in wanted or r[1] in wanted]
+    return [(",".join(r[2:-1]), int(float(r[-1]))) for r in rows]
 
 
 def host_memory_gib() -> float:
@@ -168,8 +193,8 @@ def host_memory_gib() -> float:
 
 
 def plan_here(model_dir: str | Path, engine: str, knobs: dict, env: dict | None = None) -> PointPlan | None:
-    """A session's plan on the machine it runs on: its first GPU's memory (nvidia-smi), or
-    the host's where there is no GPU; None where the model's config.json cannot be planned
+    """A session's plan on the machine it runs on: the memory of the GPUs its environment's
+    CUDA_VISIBLE_DEVICES names (nvidia-smi), or the host's where there is no GPU; None where the model's config.json cannot be planned
     (no decoder sizes) or the engine loads no model into GPU memory of its own."""
     import json
 
@@ -179,9 +204,9 @@ def plan_here(model_dir: str | Path, engine: str, knobs: dict, env: dict | None 
     config = json.loads(path.read_text())
     if decoder_params(config) is None:
         return None
-    gpus = visible_gpus()
-    if gpus:
-        name, mib = gpus[0]
+    gpus = visible_gpus(env)
+    if gpus:   # the session's GPUs; the smallest decides where they differ
+        name, mib = min(gpus, key=lambda g: g[1])
         return plan_point(config, engine, knobs, memory_gib=mib / 1024, memory_name=name)
     return plan_point(config, engine, knobs, memory_gib=host_memory_gib(), memory_name="host memory",
                       device="cpu", env=env)

@@ -248,6 +248,8 @@ def run(spec: SessionSpec, view_path: str | Path, retry_failed: bool = False,
         plan = None if short else capacity.plan_here(spec.model_path, spec.engine, spec.server_knobs, spec.env)
         if plan and not plan.fits:
             short = f"does not fit ({plan.memory}): {plan.why}"
+        elif plan and plan.warning:
+            log(f"capacity plan ({plan.memory}): {plan.warning}")
         prestart = not short and prestarts(spec, gpus)
         gate = None if short else compile_gate(spec, cold_at_once)
         waited, gated = 0.0, 0.0

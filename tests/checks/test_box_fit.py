@@ -159,3 +159,25 @@ def test_a_dry_run_on_two_gpus_lists_what_it_leaves_out_and_builds_no_job_for_it
     assert {"resources/models/shapes/llama31_8b", "resources/models/shapes/llama31_8b_fp8",
             "resources/models/shapes/mixtral_8x7b", "resources/datasets/synthetic_sharegpt.json"} <= \
         {f.strip() for f in made.split(",")}
+
+
+@pytest.mark.parametrize("argv, asked", [
+    (["snakemake", "-n"], True), (["snakemake", "-np", "--cores", "2"], True), (["snakemake", "--dry-run"], True),
+    (["snakemake", "--cores", "2", "-p"], False), (["snakemake", "--configfile", "n.yaml"], False),
+])
+def test_a_dry_run_is_read_from_the_command_line(argv, asked):
+    assert box_fit.dry_run(argv) is asked
+
+
+def test_a_dry_run_with_no_gpu_here_previews_the_whole_gpu_course():
+    """A laptop or a login node previews the GPU check's DAG before queueing: every
+    experiment, and what a run on this box would leave out, one line each."""
+    out = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--configfile", "config/config.yaml",
+                          "config/gpu-check.yaml"], cwd=REPO, capture_output=True, text=True, timeout=300,
+                         env={**__import__("os").environ, "CUDA_VISIBLE_DEVICES": ""})
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "servelab run-what-fits: dry run: the whole DAG, 30 experiment(s)" in out.stderr
+    assert "a run on 0 GPU(s) would leave out 30:" in out.stderr
+    assert "week01: needs 1 GPU(s), none here (on a cluster give the GPUs of a node" in out.stderr
+    jobs = out.stdout + out.stderr
+    assert "server_point=tensor_parallel_size=4" in jobs and "experiment=week16_sglang" in jobs

@@ -99,6 +99,11 @@ def test_schema_rejects_bad_values_by_name(local_config, mutate, named):
      "experiments.study_search_cpu.search: each load step is measured once; set repeats: 1"),
     (lambda c: c["experiments"]["study_search_cpu"]["search"].update(strategy="grid", budget={"session_s": 600}),
      "experiments.study_search_cpu.search.budget.session_s: a grid is one round and has no later round to cut"),
+    # a point sized in time holds a rate or a concurrency; an offline benchmark holds neither
+    (lambda c: c["experiments"]["week01"]["client"]["args"].update(duration_s=30),
+     "experiments.week01.client.duration_s: needs a request_rate or a max_concurrency"),
+    (lambda c: c["experiments"]["week02_throughput"]["client"]["args"].update(duration_s=30),
+     "experiments.week02_throughput.client.duration_s: a duration sizes a served load; kind offline has none"),
 ])
 def test_cross_references_are_checked_by_name(local_config, mutate, named):
     mutate(local_config)
@@ -240,3 +245,14 @@ def test_the_phi4_gpu_overlay_is_valid_and_its_hand_path_lies_in_the_searched_sp
         assert set(values) <= set(search["space"][knob]), knob
     # the arrivals at the top of the range outlast the 3.2 s median request measured there
     assert config["dummy_weights"]["num_prompts"] / search["load"]["high"] > 3.2
+
+
+def test_the_steady_state_gpu_overlays_are_valid():
+    """config/phi4-steady-gpu.yaml (and the FP8 step after it): every point sized in time."""
+    from conftest import load_config
+
+    for overlays in (["config/phi4-steady-gpu.yaml"], ["config/phi4-steady-gpu.yaml", "config/phi4-fp8kv-gpu.yaml"]):
+        config = validated(load_config("config/config.yaml", *overlays))
+        for name in config["run"]:
+            assert config["experiments"][name]["client"]["args"]["duration_s"] > 0, name
+    assert config["experiments"]["study_phi4_path_l4kv"]["server"]["args"]["kv_cache_memory_bytes"] == 13.5e9

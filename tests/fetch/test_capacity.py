@@ -1,6 +1,6 @@
 """The capacity plan (servelab/fetch/capacity.py) against what the engines reported on
-lent H100s: weights per GPU within 5 %, KV cache tokens within 15 % (the goal of
-docs/capacity-plan.md), vLLM and SGLang, TP 1/2/4, Mixtral's experts under TP and EP;
+H100s and H200s: weights per GPU and KV cache tokens within 5 % (7 % where SGLang picks its
+own memory fraction), vLLM and SGLang, TP 1/2/4, Mixtral's experts under TP and EP;
 and the points that cannot fit, refused with the numbers."""
 import pandas as pd
 import pytest
@@ -30,27 +30,41 @@ CASES = [
     ("h100x2_20261126c/week12.csv", "week12", "model=llama31_8b_fp8", "vllm", "llama31_8b_fp8",
      {"max_model_len": 4096, "quantization": "fp8"}),
     ("h100x2_20261126c/week12.csv", "week12", "model=llama31_8b_awq", "vllm", "llama31_8b_awq", {"max_model_len": 4096}),
+    # 4x H200 (2026-11-28, seed 002's path): the whole GPU, and kv_cache_memory_bytes (an L4's
+    # KV cache), which vLLM sizes its cache to whatever gpu_memory_utilization says
+    ("h200x4_20261128_steady/study_phi4_path/metrics.csv", "study_phi4_path", "seqs128", "vllm", "phi4_mini",
+     {"max_model_len": 1024, "gpu_memory_utilization": 0.9, "max_num_seqs": 128}),
+    ("h200x4_20261128_steady/study_phi4_path/metrics.csv", "study_phi4_path", "seqs128_fp8kv", "vllm", "phi4_mini",
+     {"max_model_len": 1024, "gpu_memory_utilization": 0.9, "max_num_seqs": 128, "kv_cache_dtype": "fp8"}),
+    ("h200x4_20261128_steady/study_phi4_path_l4kv/metrics.csv", "study_phi4_path_l4kv", "seqs128", "vllm",
+     "phi4_mini", {"max_model_len": 1024, "gpu_memory_utilization": 0.9, "kv_cache_memory_bytes": 13.5e9}),
+    ("h200x4_20261128_steady/study_phi4_path_l4kv/metrics.csv", "study_phi4_path_l4kv", "seqs128_fp8kv", "vllm",
+     "phi4_mini", {"max_model_len": 1024, "gpu_memory_utilization": 0.9, "kv_cache_memory_bytes": 13.5e9,
+                   "kv_cache_dtype": "fp8"}),
 ]
 
 
-def measured(table: str, server_point: str) -> tuple[float, int]:
+def measured(table: str, server_point: str) -> tuple[float, int, str]:
+    """What the engine reported (weights per GPU, KV tokens) and the GPU it ran on."""
     rows = pd.read_csv(RECORDED / table)
     row = rows[(rows["server_point"] == server_point) & rows["kv_cache_tokens"].notna()].iloc[0]
-    return float(row["weights_gib"]), int(row["kv_cache_tokens"])
+    return float(row["weights_gib"]), int(row["kv_cache_tokens"]), row["hardware"].split(";")[0]
 
 
 @pytest.mark.parametrize("table,experiment,server_point,engine,model,knobs", CASES,
                          ids=[f"{c[1]}[{c[2]}]" for c in CASES])
 def test_the_plan_is_within_its_goal_of_what_the_engine_reported(table, experiment, server_point, engine, model,
                                                                   knobs):
-    weights, tokens = measured(table, server_point)
-    plan = capacity.plan_point(MODELS[model]["shape"]["config"], engine, knobs, memory_gib=H100,
-                               memory_name="NVIDIA H100 80GB HBM3")
+    weights, tokens, gpu = measured(table, server_point)
+    plan = capacity.plan_point(MODELS[model]["shape"]["config"], engine, knobs,
+                               memory_gib=capacity.gpu_memory_mib(gpu) / 1024, memory_name=gpu)
     weights_error, tokens_error = plan.weights_gib / weights - 1, plan.kv_cache_tokens / tokens - 1
     print(f"\n{experiment} [{server_point}] {engine}: weights {plan.weights_gib} vs {weights} GiB "
           f"({weights_error:+.1%}), KV tokens {plan.kv_cache_tokens} vs {tokens} ({tokens_error:+.1%})")
     assert plan.fits
-    assert abs(weights_error) <= 0.05 and abs(tokens_error) <= 0.15
+    # SGLang without mem_fraction_static picks its own fraction (0.82-0.86 seen): -6.0 % once
+    own_fraction = engine == "sglang" and "mem_fraction_static" not in knobs
+    assert abs(weights_error) <= 0.05 and abs(tokens_error) <= (0.07 if own_fraction else 0.05)
 
 
 def test_the_8b_shape_at_five_percent_of_an_h100_is_refused_with_its_numbers():
@@ -100,3 +114,38 @@ def test_fp8_kv_halves_the_bytes_per_token_and_tp_splits_the_kv_heads():
     assert capacity.kv_bytes_per_token(config, {"kv_cache_dtype": "fp8"}, 1, 1) == 2 * 32 * 8 * 128
     assert capacity.kv_bytes_per_token(config, {}, 4, 1) == 2 * 32 * 2 * 128 * 2
     assert capacity.kv_bytes_per_token(config, {}, 16, 1) == 2 * 32 * 1 * 128 * 2   # a head at least
+
+
+def test_a_point_short_of_one_sequence_inside_the_plans_error_is_warned_not_refused():
+    config = MODELS["phi4_mini"]["shape"]["config"]
+    per_token = capacity.kv_bytes_per_token(config, {}, 1, 1)
+    # a KV cache of 97 % of one 4096-token sequence: the engine may hold one (the plan errs by
+    # up to 6 %); at 90 % it cannot
+    near = capacity.plan_point(config, "vllm", {"max_model_len": 4096, "kv_cache_memory_bytes": 0.97 * 4096 * per_token},
+                               memory_gib=H100, memory_name="H100")
+    assert near.fits and "within the plan's own error" in near.warning
+    far = capacity.plan_point(config, "vllm", {"max_model_len": 4096, "kv_cache_memory_bytes": 0.9 * 4096 * per_token},
+                              memory_gib=H100, memory_name="H100")
+    assert not far.fits and far.warning is None and "fewer than one max_model_len 4096 sequence" in far.why
+    # a KV cache asked beyond the GPU's memory is refused by name
+    huge = capacity.plan_point(config, "vllm", {"max_model_len": 4096, "kv_cache_memory_bytes": 100 * 2 ** 30},
+                               memory_gib=H100, memory_name="H100")
+    assert not huge.fits and "(kv_cache_memory_bytes) exceed H100" in huge.why
+
+
+def test_a_session_plans_on_the_gpus_it_was_given(tmp_path, monkeypatch):
+    """CUDA_VISIBLE_DEVICES decides which GPU's memory the plan reads. nvidia-smi here is a
+    stand-in (this machine has no GPU) that prints a box of an H100 and an H200."""
+    fake = tmp_path / "nvidia-smi"
+    fake.write_text("#!/bin/sh\nprintf '0, GPU-aaa, NVIDIA H100 80GB HBM3, 81559\\n1, GPU-bbb, NVIDIA H200, 143771\\n'\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{__import__('os').environ['PATH']}")
+    assert [g[0] for g in capacity.visible_gpus({"CUDA_VISIBLE_DEVICES": "1"})] == ["NVIDIA H200"]
+    assert [g[0] for g in capacity.visible_gpus({"CUDA_VISIBLE_DEVICES": "GPU-aaa"})] == ["NVIDIA H100 80GB HBM3"]
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert len(capacity.visible_gpus({})) == 2
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text(__import__("json").dumps(MODELS["phi4_mini"]["shape"]["config"]))
+    plan = capacity.plan_here(model, "vllm", {"max_model_len": 1024}, {"CUDA_VISIBLE_DEVICES": "1"})
+    assert plan.memory.startswith("NVIDIA H200")

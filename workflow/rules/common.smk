@@ -28,9 +28,12 @@ cross_checks.drop_nulled_sections(config)
 validate(config, "../../config/schema.yaml")
 cross_checks.check(config)
 # run_what_fits: what this box cannot run leaves the config here, one line each
-LEFT_OUT = box_fit.fit(config, workflow.is_main_process)
+# a dry run with no box given (gpus_here) previews the whole DAG and names what this box
+# would leave out; with a box given, it previews that box's run
+PREVIEW = box_fit.dry_run(sys.argv) and config.get("gpus_here") is None
+LEFT_OUT = box_fit.fit(config, workflow.is_main_process, preview=PREVIEW)
 if workflow.is_main_process and LEFT_OUT is not None:
-    for line in box_fit.summary(config, LEFT_OUT):
+    for line in box_fit.summary(config, LEFT_OUT, PREVIEW):
         print(f"servelab run-what-fits: {line}", file=sys.stderr)
 if workflow.is_main_process:
     # before any job: which experiments need a package this environment lacks, and which

@@ -56,7 +56,7 @@ def load_checks(row: dict, knobs: dict, requested: float) -> tuple[list[str], li
     trend = columns["ttft_trend"] = row.get("ttft_trend")
     if (why := burst(requested, *arrivals(row), row.get("e2el_p50_ms"))):
         warnings.append(why)
-    elif "steady_note" in row:   # the held window decides (servelab.engines.steady_window)
+    elif "steady_note" in row:   # the held window decides (servelab.search.steady_window)
         if row["steady_note"] and (math.isfinite(requested) or knobs.get("max_concurrency")):
             warnings.append(f"no steady state: {row['steady_note']}")
     elif trend is not None and trend > TTFT_TREND_LIMIT:   # no per-request send times
@@ -66,14 +66,17 @@ def load_checks(row: dict, knobs: dict, requested: float) -> tuple[list[str], li
 
 def arrivals(row: dict) -> tuple[int, float | None]:
     """A row's requests and the seconds their arrivals spanned (from the client's own send
-    times, achieved_rate_rps), None where unknown."""
+    times, achieved_rate_rps; where it saves none, as SGLang's, its schedule's span at the
+    rate asked), None where unknown."""
     def known(name):   # None and NaN (a table's empty cell) alike
         value = row.get(name)
         return value if isinstance(value, numbers.Real) and not math.isnan(value) else None
 
     n = int(known("completed") or 0) + int(known("failed") or 0)
-    achieved = known("achieved_rate_rps")
-    return n, ((n - 1) / achieved if achieved and n > 1 else None)
+    rate = known("achieved_rate_rps")
+    if rate is None:   # no send times saved: the schedule's rate
+        rate = known("request_rate")
+    return n, ((n - 1) / rate if rate and math.isfinite(rate) and n > 1 else None)
 
 
 def floor_checks(row: dict, record: dict) -> tuple[list[str], dict]:

@@ -47,7 +47,7 @@ def verdict(low: float, high: float, better_when: str) -> str:
 
 def held_column(base: pd.Series, other: pd.Series, metric: str) -> tuple[str, str]:
     """The column a comparison reads, and its window: the held window's figure where both
-    points held their load (servelab.engines.steady_window), else the whole run's."""
+    points held their load (servelab.search.steady_window), else the whole run's."""
     steady = f"steady_{metric}"
     if all(row.get("window") == "steady" and not pd.isna(row.get(steady)) for row in (base, other)):
         return steady, "steady"

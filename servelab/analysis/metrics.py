@@ -14,7 +14,7 @@ from servelab.analysis import checks
 from servelab.analysis.repeats import aggregate, group_repeats
 from servelab.analysis.roofline import theory_columns
 from servelab.config.experiments import EVAL_KNOB
-from servelab.engines import steady_window
+from servelab.search import steady_window
 from servelab.engines.lm_eval_client import accuracy_columns
 from servelab.serve.server_log import STARTUP_COLUMNS, TIMELINE_PHASES, kv_blocks
 

@@ -123,7 +123,7 @@ def sglang_to_vllm_keys(result: dict) -> dict:
         out[f"p50_{lat}_ms"] = result.get(f"median_{lat}_ms")
     for stat in ("mean", "p90", "p99"):
         out[f"{stat}_e2el_ms"] = result.get(f"{stat}_e2e_latency_ms")
-    out["p50_e2el_ms"] = result.get("median_e2e_latency_ms")
+    out["p50_e2el_ms"] = out["median_e2el_ms"] = result.get("median_e2e_latency_ms")
     out["total_token_throughput"] = result.get("total_throughput")
     out.setdefault("failed", result["num_prompts"] - result["completed"] if "num_prompts" in result else None)
     return out

@@ -16,7 +16,7 @@ import statistics
 
 from servelab.analysis.repeats import welch
 from servelab.config.experiments import point_id
-from servelab.engines import steady_window
+from servelab.search import steady_window
 from servelab.search import slo as slo_check
 
 DEFAULT_REPEATS = 3

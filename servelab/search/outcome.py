@@ -2,7 +2,7 @@
 rounds in order, and the best configuration with its SLO margins and serve command.
 
 A configuration's goodput is the output throughput (tokens/s) measured at the highest
-load that met the SLO, over that point's held window (servelab.engines.steady_window); 0 when even the lowest load missed it (or the server refused
+load that met the SLO, over that point's held window (servelab.search.steady_window); 0 when even the lowest load missed it (or the server refused
 the configuration), with the reason kept. Its cost is the server time it took: each
 session's start-up and the client time of its points (what a time budget counts).
 """
@@ -14,7 +14,7 @@ import shlex
 from pathlib import Path
 
 from servelab.config.experiments import gpus_needed, point_id
-from servelab.engines import steady_window
+from servelab.search import steady_window
 from servelab.search import slo as slo_check
 
 TIE_WITHIN = 0.05   # default relative noise under which two goodputs are a tie

@@ -18,8 +18,8 @@ import math
 import numbers
 import re
 
-from servelab.engines import steady_window
-from servelab.engines.steady_window import TTFT_TREND_LIMIT
+from servelab.search import steady_window
+from servelab.search.steady_window import TTFT_TREND_LIMIT
 
 METRIC = re.compile(r"^(mean|median|p50|p90|p99)_(ttft|tpot|itl|e2el)_ms$")
 MAX_FAILED = "max_failed"
@@ -49,7 +49,7 @@ def statistic(bench: dict, key: str):
 
 def judge(slo: dict, bench: dict | None, failure: dict | None = None) -> tuple[bool, dict, str]:
     """(met, margins {metric: limit - value, in the metric's unit}, why not). Latencies are
-    judged over the held window where the point had one (servelab.engines.steady_window)."""
+    judged over the held window where the point had one (servelab.search.steady_window)."""
     if failure or bench is None:
         reason = f"{failure['stage']}: {failure['reason']}" if failure else "no result"
         return False, {}, f"point failed ({reason})"
@@ -86,8 +86,12 @@ def unheld(bench: dict) -> str | None:
     Where the result has per-request records, the held window decides: too short to judge,
     or a queue that grew inside it (a ramp's rise before the window is no growing queue)."""
     starts = bench.get("start_times") or []
-    span_s = max(starts) - min(starts) if len(starts) > 1 else None
     rate, median_e2e = bench.get("request_rate"), bench.get("median_e2el_ms")
+    if len(starts) > 1:
+        span_s = max(starts) - min(starts)
+    else:   # a client that saves no send times (SGLang's): its schedule's span at the rate asked
+        starts = range(int(bench.get("completed") or 0) + int(bench.get("failed") or 0))
+        span_s = (len(starts) - 1) / rate if is_rate(rate) and rate > 0 and len(starts) > 1 else None
     steady = steady_window.window(bench)
     if steady is None:
         return not_held(rate, len(starts), span_s, median_e2e, ttft_trend(bench))

@@ -25,8 +25,11 @@ from pathlib import Path
 
 # a traceback's last line, e.g. "ValueError: ...", maybe behind vLLM's process tag
 # "(EngineCore pid=12) " and its logger's "ERROR 11-22 21:47:47 [core.py:1510] "
-EXCEPTION = re.compile(r"^(?:\(\S+ pid=\d+\)\s+)?(?:[A-Z]+ \d\d-\d\d [\d:]+ \[[^\]]*\]\s+)?"
-                       r"((?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception)): (.+)$")
+# (a bare `raise AssertionError` prints the class alone: its own exception too)
+EXCEPTION = re.compile(r"^(?:\((\S+) pid=\d+\)\s+)?(?:[A-Z]+ \d\d-\d\d [\d:]+ \[[^\]]*\]\s+)?"
+                       r"((?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception))(?:: (.+))?$")
+# vLLM tags each line with its process: its API server's are not the engine's own
+FRONT_PROCESSES = ("APIServer",)
 # wrappers that only point back at the root cause printed before them (or that an engine
 # died without one: vLLM's EngineDeadError after its engine core was killed)
 WRAPPERS = ("See root cause above", "Engine core initialization failed", "See stack trace (above)",
@@ -59,25 +62,33 @@ def is_deterministic(exit_code: int | None) -> bool:
     return exit_code is not None and exit_code > 0
 
 
-def own_exception(text: str) -> str | None:
-    """The first exception a process of the log raised of its own: not a wrapper pointing
-    elsewhere, not quoted in a WARNING or INFO line; or argparse's refusal. None if none."""
-    lines = text.splitlines()
+def own_exceptions(text: str) -> list[tuple[str | None, str]]:
+    """(process tag, reason) of each exception a process of the log raised of its own, in
+    order: not a wrapper pointing elsewhere, not quoted in a WARNING or INFO line; and
+    argparse's refusals."""
+    lines, found = text.splitlines(), []
     for n, raw in enumerate(lines):
         line = raw.strip()
         if QUIET_LINE.match(line):
             continue
         if m := EXCEPTION.match(line):
-            if any(w in m[2] for w in WRAPPERS):
+            message = m[3] or ""
+            if any(w in message for w in WRAPPERS):
                 continue
-            reason = f"{m[1]}: {m[2]}"
-            if PYDANTIC_HEADER.match(m[2]) and n + 1 < len(lines):
+            reason = f"{m[2]}: {message}" if message else f"{m[2]} (no message)"
+            if PYDANTIC_HEADER.match(message) and n + 1 < len(lines):
                 detail = PROCESS_TAG.sub("", lines[n + 1].strip()).split(" [type=")[0]
                 reason += f": {detail}"
-            return reason
-        if m := ARGPARSE_ERROR.match(line):
-            return f"argument error: {m[1]}"
-    return None
+            found.append((m[1], reason))
+        elif m := ARGPARSE_ERROR.match(line):
+            found.append((None, f"argument error: {m[1]}"))
+    return found
+
+
+def own_exception(text: str) -> str | None:
+    """The first exception a process of the log raised of its own, or None."""
+    found = own_exceptions(text)
+    return found[0][1] if found else None
 
 
 def engine_reason(text: str) -> str | None:
@@ -102,7 +113,12 @@ def server_reason(log_text: str, exit_code: int | None, engine_died: str | None)
         return None
     if exit_code is None and not engine_died:
         return None
-    return own_exception(log_text)
+    found = own_exceptions(log_text)
+    if engine_died:
+        # the engine's death is caused by an exception of an engine process, not by one its
+        # API server logged for a request before the engine was killed
+        found = [(tag, reason) for tag, reason in found if not (tag or "").startswith(FRONT_PROCESSES)]
+    return found[0][1] if found else None
 
 
 def transient_words(gone: tuple[str, int] | None, exit_words: str, during: str) -> str:

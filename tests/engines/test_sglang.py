@@ -103,3 +103,23 @@ def test_the_random_workload_loads_offline_by_sglangs_own_loader(tiny_model, mon
         get_dataset(Namespace(dataset_name="random", **args), tokenizer, "s")
     # a dataset file of the user's own is kept as given
     assert "random" in SGLang().client_args("/m", "s", 1, "random", "/d.json", {}, "/tmp")
+
+
+def test_an_sglang_burst_is_refused_like_a_vllm_one():
+    """SGLang's client saves no send times: its schedule at the rate asked gives the span.
+    The recorded H100 result (16 prompts at 4 req/s, median request 3.3 s) held its rate;
+    the same result asked at 64 req/s would have sent all 16 within 0.23 s: one burst."""
+    import json
+    from pathlib import Path
+
+    from servelab.analysis.metrics import point_row
+    from servelab.search import slo
+
+    run = Path(__file__).parents[1] / "data/recorded_gpu/week01_sglang_h100"
+    record = json.loads((run / "sessions/base.json").read_text())[0]
+    bench = sglang_to_vllm_keys(json.loads((run / "store" / record["key"] / "bench.json").read_text()))
+    assert slo.unheld(bench) is None
+    burst = {**bench, "request_rate": 64.0}
+    assert "16 requests arrived in 0.23s, under the median request's" in slo.unheld(burst)
+    row = point_row({**record, "client_knobs": {**record["client_knobs"], "request_rate": 64.0}}, burst)
+    assert "one burst, not 64 req/s" in row["warnings"]

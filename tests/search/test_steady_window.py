@@ -9,7 +9,7 @@ import pytest
 
 from servelab.analysis.metrics import bench_row
 from servelab.config.experiments import sized_prompts
-from servelab.engines import steady_window
+from servelab.search import steady_window
 from servelab.search import slo
 
 DATA = Path(__file__).parents[1] / "data"

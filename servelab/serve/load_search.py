@@ -23,11 +23,14 @@ SERVER_STAGES = ("server start-up", "server exited under load")
 
 class SearchPoints:
     def __init__(self, search: dict, base_point: dict, store: PointStore,
-                 identify: Callable[[dict], tuple[str, dict]]):
+                 identify: Callable[[dict], tuple[str, dict]], retry_failed: bool = False):
         """`search`: {knob, low, high, steps, slo}; `base_point`: the client knobs every
-        step shares; `identify(knobs)` -> (store key, identity)."""
+        step shares; `identify(knobs)` -> (store key, identity); `retry_failed`: a stored
+        failure is measured again (once), not replayed."""
         self.search, self.base, self.store, self.identify = search, base_point, store, identify
         self.visited: list[tuple[str, dict, dict]] = []
+        self.retry_failed = retry_failed
+        self.retried: set[str] = set()   # failures measured again in this session
 
     @property
     def knob(self) -> str:
@@ -55,8 +58,9 @@ class SearchPoints:
             knobs = self.knobs_at(load)
             key, identity = self.identify(knobs)
             self.visited.append((key, knobs, identity))
-            if not self.store.has(key):
+            if not self.store.has(key) or self.to_retry(key):
                 yield key, knobs, identity
+                self.retried.add(key)   # (only once its measurement has returned)
                 if not self.store.has(key):
                     return   # the session could not store it: nothing to judge the next step by
             record = self.store.load(key)
@@ -64,6 +68,9 @@ class SearchPoints:
             bench = None if failure else json.loads((self.store.path(key) / "bench.json").read_text())
             met, _, _ = slo_check.judge(self.search["slo"], bench, failure)
             bisection.observe(load, met, fatal=bool(failure) and failure["stage"] in SERVER_STAGES)
+
+    def to_retry(self, key: str) -> bool:
+        return self.retry_failed and key not in self.retried and bool(self.store.load(key).get("failure"))
 
     def replay(self) -> list[tuple[str, dict, dict]]:
         """The points visited, against the store as it is (what the view shows); a point

@@ -87,14 +87,26 @@ def measure_offline(launch: Launch, missing: list[tuple[str, dict, dict]], guest
         if unreported:
             message = f"{spec.engine} {spec.tool} exited with code {code} before {len(unreported)} point(s); " \
                       f"log: {runner.log}"
-            # killed, or exited with no exception of its own (its engine killed under it): transient
-            if not failure.is_deterministic(code) or failure.own_exception(log_tail(runner.log, lines=100_000)) is None:
+            # killed, or exited with no exception of its own (its engine killed under it): transient;
+            # the cause is read from where the death happened, not from an earlier point's part
+            part = death_part(log_tail(runner.log, lines=100_000), unreported[0])
+            if not failure.is_deterministic(code) or failure.own_exception(part) is None:
                 raise failure.TransientFault(f"{message}: transient, nothing stored for them; a plain rerun "
                                              f"measures them\n{log_tail(runner.log)}")
             for plan_key in unreported:
                 owner, key, knobs, identity = points[plan_key][:4]
                 owner.save_failure((key, knobs, identity), failure.PointFailed(
-                    f"{spec.tool} benchmark", failure.log_reason(runner.log, message), runner.log, code))
+                    f"{spec.tool} benchmark", failure.engine_reason(part) or message, runner.log, code))
+
+
+def death_part(text: str, first_unreported: str) -> str:
+    """The part of a runner's log where it died: from the mark of the first point it did not
+    report, else after the last point it began (or all of it, where it began none)."""
+    mark = f"{offline_plan.POINT_MARK}{first_unreported}"
+    if mark in text:
+        return text[text.index(mark):]
+    last = text.rfind(offline_plan.POINT_MARK)
+    return text if last < 0 else text[text.find("\n", last) + 1:]
 
 
 def offline_reason(log_path: Path, key: str, error: str, seen: dict[str, str]) -> str:

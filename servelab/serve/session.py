@@ -223,7 +223,8 @@ def run(spec: SessionSpec, view_path: str | Path, retry_failed: bool = False,
     engine_version = environment.installed_version(ENGINES[spec.engine].distributions, spec.env)
     if spec.load_search:
         search = SearchPoints(spec.load_search, spec.client_points[0], store,
-                              lambda knobs: identified(point_identity(spec, knobs, engine_version, hardware)))
+                              lambda knobs: identified(point_identity(spec, knobs, engine_version, hardware)),
+                              retry_failed)
         points = search.replay()
         missing = search if next(iter(search), None) else []
         log(f"{spec.experiment}/{spec.server_point}: load search on {search.knob} from "

@@ -171,3 +171,19 @@ def test_an_exception_with_no_message_is_the_engines_own_reason():
             "(EngineCore pid=7) ERROR 11-28 10:00:01 [core.py:1] AssertionError\n")
     assert failure.server_reason(text, None, "engine process VLLM::EngineCore (pid 7) is gone") == \
         "AssertionError (no message)"
+
+
+def test_an_offline_runner_killed_later_is_not_blamed_on_an_earlier_points_exception():
+    """The runner's log holds every point: an exception in point a's part (stored as a's
+    failure) must not make a kill during point b look like b's own failure."""
+    from servelab.engines.offline_plan import POINT_MARK
+    from servelab.serve.offline_session import death_part
+
+    log = (f"{POINT_MARK}a\n(EngineCore pid=5) ERROR 11-28 10:00:00 [core.py:1] ValueError: bad batch\n"
+           f"{POINT_MARK}b\nINFO 11-28 10:00:05 [llm.py:1] Processed prompts: 40%\n")
+    assert failure.own_exception(log) == "ValueError: bad batch"
+    assert failure.own_exception(death_part(log, "b")) is None       # a kill during b: transient
+    raised = log + "(EngineCore pid=5) ERROR 11-28 10:00:06 [core.py:1] RuntimeError: out of blocks\n"
+    assert failure.engine_reason(death_part(raised, "b")) == "RuntimeError: out of blocks"
+    # died before beginning c: the part after the last point it began
+    assert failure.own_exception(death_part(log, "c")) is None

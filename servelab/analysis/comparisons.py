@@ -17,7 +17,7 @@ import math
 
 import pandas as pd
 
-from servelab.analysis.repeats import t95, welch
+from servelab.stats import t95, welch
 
 METHOD = "Welch's t on the repeats' means, 95 % two-sided; difference in % of the baseline's mean"
 # the headline metrics and which way is better

@@ -5,40 +5,14 @@ between two configurations can be told from noise."""
 from __future__ import annotations
 
 import math
-import statistics
 
-# two-sided 95 % quantiles of Student's t by degrees of freedom (beyond 30: the normal's)
-T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262,
-       10: 2.228, 11: 2.201, 12: 2.179, 13: 2.160, 14: 2.145, 15: 2.131, 16: 2.120, 17: 2.110,
-       18: 2.101, 19: 2.093, 20: 2.086, 25: 2.060, 30: 2.042}
+from servelab.stats import mean_ci95
+
 # measured quantities (everything else in a row is a knob, a fact or a name)
 MEASURED_SUFFIXES = ("_ms", "_s", "_rps", "_tps")
 MEASURED = ("ttft_trend", "steady_ttft_trend", "prefix_cache_hit_rate", "spec_acceptance_rate", "spec_mean_accepted_len",
             "preemptions", "peak_kv_cache_usage", "outside_cpu_cores")
 NOT_MEASURED = ("server_startup_s", "ttft_floor_ms", "itl_floor_ms", "theory_latency_s", "theory_decode_step_ms")
-
-
-def t95(dof: int) -> float:
-    if dof >= 30:
-        return T95[30] if dof < 60 else 1.96
-    return T95.get(dof) or T95[max(k for k in T95 if k <= dof)]
-
-
-def mean_ci95(values: list[float]) -> tuple[float, float | None]:
-    """Mean and the half-width of its 95 % interval (None for a single value)."""
-    mean = statistics.fmean(values)
-    if len(values) < 2:
-        return mean, None
-    return mean, t95(len(values) - 1) * statistics.stdev(values) / math.sqrt(len(values))
-
-
-def welch(mean_a: float, se_a: float, n_a: int, mean_b: float, se_b: float, n_b: int) -> tuple[float, float]:
-    """Difference b - a and the half-width of its 95 % interval (Welch-Satterthwaite dof)."""
-    se = math.sqrt(se_a ** 2 + se_b ** 2)
-    if se == 0:
-        return mean_b - mean_a, 0.0
-    dof = se ** 4 / ((se_a ** 4 / (n_a - 1) if se_a else 0.0) + (se_b ** 4 / (n_b - 1) if se_b else 0.0))
-    return mean_b - mean_a, t95(max(1, int(dof))) * se
 
 
 def is_measured(column: str) -> bool:

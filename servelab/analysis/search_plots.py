@@ -17,7 +17,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
 
-from servelab.analysis import checks, repeats  # noqa: E402
+from servelab import stats  # noqa: E402
+from servelab.analysis import checks  # noqa: E402
 from servelab.analysis.plots import hardware_footer  # noqa: E402
 from servelab.atomic import atomic_path  # noqa: E402
 from servelab.config.experiments import gpus_needed  # noqa: E402
@@ -76,7 +77,7 @@ def goodput_figure(tried: pd.DataFrame, best: dict, out: str | Path, footer: str
     notes = []
     if confirmed := best.get("confirmation"):   # the frontier's repeats: mean and 95 % interval
         for i, (sp, c) in enumerate(confirmed["configs"].items()):
-            mean, half = repeats.mean_ci95(c["goodput_tps"])
+            mean, half = stats.mean_ci95(c["goodput_tps"])
             ax.errorbar([list(tried["server_point"]).index(sp) + 1.15], [mean], yerr=[[half or 0], [half or 0]],
                         fmt="D", color="black", capsize=4, zorder=4,
                         label=f"frontier, {c['repeats']} repeats (mean, 95 % CI)" if i == 0 else None)

@@ -64,10 +64,11 @@ class Decision:
 def this_box(config: dict) -> Box:
     """The GPUs of this machine (nvidia-smi, or CUDA_VISIBLE_DEVICES), or `gpus_here` where
     the config gives it (a cluster's nodes, seen from a login node without GPUs)."""
+    from servelab import machine
     from servelab.fetch import capacity
     from servelab.run.gpu_slots import machine_gpus
 
-    listed = capacity.visible_gpus()
+    listed = machine.visible_gpus()
     name = config.get("gpu_here") or (listed[0][0] if listed else None)
     gib = None
     if name:
@@ -89,7 +90,7 @@ def gpu_reason(need: int, box: Box) -> str | None:
 
 def decide(config: dict, box: Box, has=environment.importable, which=shutil.which) -> Decision:
     """What of the enabled experiments this box leaves out, and why."""
-    from servelab.checks.capacity_plan import point_plan
+    from servelab.fetch.capacity import point_plan
 
     gpu = config.get("device", "gpu") == "gpu"
     decision = Decision(box=(f"{box.gpus} GPU(s)" + (f" ({box.gpu_name})" if box.gpu_name else "")) if gpu else "CPU")

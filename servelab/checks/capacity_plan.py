@@ -15,33 +15,22 @@ least run wall on the box's GPUs (servelab.checks.time_plan); exit 1 where it ex
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
 import yaml
 
-from servelab.config.experiments import engine_flags, enabled_experiments, point_model, server_points
-from servelab.fetch import capacity, dummy_weights
+from servelab.config.experiments import enabled_experiments, point_model, server_points
+from servelab import machine
+from servelab.fetch import capacity
 from servelab.serve.topology import topology_gpus
-
-
-def model_config(config: dict, model: str) -> dict | None:
-    """config.json of a model: its shape, the tiny recipe, or a fetched checkpoint's."""
-    spec = config["models"][model]
-    if "shape" in spec:
-        return spec["shape"]["config"]
-    if "tiny" in spec:
-        return capacity.tiny_config(spec["tiny"])
-    path = Path(config.get("paths", {}).get("models", "resources/models")) / model / "config.json"
-    return json.loads(path.read_text()) if path.is_file() else None
 
 
 def memory_of(args, config: dict) -> tuple[str, float, str, int | None]:
     """(name, GiB per device, "gpu" or "cpu", GPUs here or None) the plan is made against."""
     if config.get("device") == "cpu":
-        return "host memory", capacity.host_memory_gib(), "cpu", None
-    here = capacity.visible_gpus()
+        return "host memory", machine.host_memory_gib(), "cpu", None
+    here = machine.visible_gpus()
     name = args.gpu or (here[0][0] if here else None) or profile_gpu(args.profile)
     if not name:
         raise SystemExit("servelab plan: which GPU? No nvidia-smi here: give --gpu 'NVIDIA H100 80GB HBM3' "
@@ -62,23 +51,6 @@ def profile_gpu(profile: str | None) -> str | None:
     return None
 
 
-def point_plan(config: dict, exp: dict, knobs: dict, memory_name: str, memory_gib: float,
-               device: str = "gpu") -> capacity.PointPlan | None:
-    """The capacity plan of one server point of `exp` on a device of `memory_gib`; None for
-    an engine that loads no model of its own or a model whose shape is not known here."""
-    if exp["engine"] not in ("vllm", "sglang"):
-        return None
-    model = point_model(exp, knobs)
-    shape = model_config(config, model)
-    if shape is None:
-        return None
-    env = {**config["engines"][exp["engine"]].get("env", {}), **exp.get("server", {}).get("env", {})}
-    served = dummy_weights.served_knobs(config, model, engine_flags(knobs)) if "shape" in \
-        config["models"][model] else engine_flags(knobs)
-    return capacity.plan_point(shape, exp["engine"], served, memory_gib=memory_gib, memory_name=memory_name,
-                               device=device, env=env)
-
-
 def plan_lines(config: dict, memory: tuple[str, float, str, int | None]) -> tuple[list[str], list[str]]:
     """(a line per server point, a line per point that cannot fit)."""
     name, gib, device, gpus_here = memory
@@ -92,7 +64,7 @@ def plan_lines(config: dict, memory: tuple[str, float, str, int | None]) -> tupl
         for sp, knobs in server_points(exp).items():
             model = point_model(exp, knobs)
             where = f"{exp_name} [{sp}]"
-            plan = point_plan(config, exp, knobs, name, gib, device)
+            plan = capacity.point_plan(config, exp, knobs, name, gib, device)
             if plan is None:
                 lines.append(f"{where}: {model} has no shape here (models.{model}.shape, or fetch it first): not planned")
                 continue

@@ -15,12 +15,15 @@ Constants (`ACTIVATION_GIB`, `SGLANG_DEFAULT_FRACTION`) come from the recorded G
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import yaml
 
+from servelab.config.experiments import engine_flags, point_model
 from servelab.fetch.model_facts import decoder_params
+from servelab.machine import host_memory_gib, visible_gpus
 
 GIB = 2 ** 30
 GPU_SPECS = Path(__file__).resolve().parents[2] / "resources" / "gpus.yaml"
@@ -169,35 +172,11 @@ def plan_point(config: dict, engine: str, knobs: dict, *, memory_gib: float, mem
                      warning=warning)
 
 
-def visible_gpus(env: dict | None = None) -> list[tuple[str, int]]:
-    """(name, memory.total MiB) of each GPU nvidia-smi lists here that CUDA_VISIBLE_DEVICES
-    (of `env`, else this process's) leaves visible, by index or UUID; empty without one."""
-    import os
-
-    from servelab.run.provenance import nvidia_smi_rows
-
-    rows = [[f.strip() for f in line.split(",")] for line in
-            nvidia_smi_rows("index,uuid,name,memory.total", "csv,noheader,nounits") if line.count(",") >= 3]
-    visible = (env if env is not None and "CUDA_VISIBLE_DEVICES" in env else os.environ).get("CUDA_VISIBLE_DEVICES")
-    if visible is not None:
-        wanted = [v.strip() for v in str(visible).split(",") if v.strip()]
-        rows = [r for r in rows if r[0] in wanted or r[1] in wanted]
-    return [(",".join(r[2:-1]), int(float(r[-1]))) for r in rows]
-
-
-def host_memory_gib() -> float:
-    for line in Path("/proc/meminfo").read_text().splitlines():
-        if line.startswith("MemTotal:"):
-            return int(line.split()[1]) / 2 ** 20
-    raise OSError("no MemTotal in /proc/meminfo")
-
-
 def plan_here(model_dir: str | Path, engine: str, knobs: dict, env: dict | None = None) -> PointPlan | None:
     """A session's plan on the machine it runs on: the memory of the GPUs its environment's
-    CUDA_VISIBLE_DEVICES names (nvidia-smi), or the host's where there is no GPU; None where the model's config.json cannot be planned
-    (no decoder sizes) or the engine loads no model into GPU memory of its own."""
-    import json
-
+    CUDA_VISIBLE_DEVICES names (nvidia-smi), or the host's where there is no GPU; None where
+    the model's config.json cannot be planned (no decoder sizes) or the engine loads no model
+    into GPU memory of its own."""
     path = Path(model_dir) / "config.json"
     if engine not in ("vllm", "sglang") or not path.is_file():
         return None
@@ -210,3 +189,33 @@ def plan_here(model_dir: str | Path, engine: str, knobs: dict, env: dict | None 
         return plan_point(config, engine, knobs, memory_gib=mib / 1024, memory_name=name)
     return plan_point(config, engine, knobs, memory_gib=host_memory_gib(), memory_name="host memory",
                       device="cpu", env=env)
+
+
+def model_config(config: dict, model: str) -> dict | None:
+    """config.json of a model: its shape, the tiny recipe, or a fetched checkpoint's."""
+    spec = config["models"][model]
+    if "shape" in spec:
+        return spec["shape"]["config"]
+    if "tiny" in spec:
+        return tiny_config(spec["tiny"])
+    path = Path(config.get("paths", {}).get("models", "resources/models")) / model / "config.json"
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def point_plan(config: dict, exp: dict, knobs: dict, memory_name: str, memory_gib: float,
+               device: str = "gpu") -> PointPlan | None:
+    """The capacity plan of one server point of `exp` (an experiment of `config`) on a device of `memory_gib`; None for
+    an engine that loads no model of its own or a model whose shape is not known here."""
+    from servelab.fetch.dummy_weights import served_knobs
+
+    if exp["engine"] not in ("vllm", "sglang"):
+        return None
+    model = point_model(exp, knobs)
+    shape = model_config(config, model)
+    if shape is None:
+        return None
+    env = {**config["engines"][exp["engine"]].get("env", {}), **exp.get("server", {}).get("env", {})}
+    served = served_knobs(config, model, engine_flags(knobs)) if "shape" in \
+        config["models"][model] else engine_flags(knobs)
+    return plan_point(shape, exp["engine"], served, memory_gib=memory_gib, memory_name=memory_name,
+                               device=device, env=env)

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import importlib.metadata as metadata
 import platform
-import shutil
 import subprocess
 from pathlib import Path
+
+from servelab.machine import nvidia_smi_rows
 
 
 def package_version(*names: str) -> str | None:
@@ -47,19 +48,6 @@ def cpu_features(cpuinfo: str | None = None) -> list[str]:
             flags = set(line.split(":", 1)[1].split())
             return [f for f in ISA_FEATURES if f in flags]
     return []
-
-
-def nvidia_smi_rows(fields: str, csv_format: str = "csv,noheader") -> list[str]:
-    """One line per GPU of `nvidia-smi --query-gpu=FIELDS`; empty where there is none.
-    Asked without touching CUDA (no context on any GPU)."""
-    if not shutil.which("nvidia-smi"):
-        return []
-    try:
-        out = subprocess.run(["nvidia-smi", f"--query-gpu={fields}", f"--format={csv_format}"],
-                             capture_output=True, text=True, timeout=30, check=True).stdout
-    except (subprocess.SubprocessError, OSError):
-        return []
-    return [line.strip() for line in out.splitlines() if line.strip()]
 
 
 def gpu_models() -> list[str]:

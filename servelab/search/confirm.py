@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import statistics
 
-from servelab.analysis.repeats import welch
+from servelab.stats import welch
 from servelab.config.experiments import point_id
 from servelab.search import steady_window
 from servelab.search import slo as slo_check

@@ -7,7 +7,8 @@ import statistics
 import pytest
 from conftest import REPO
 
-from servelab.analysis import checks, metrics, repeats
+from servelab import stats
+from servelab.analysis import checks, metrics
 
 DATA = REPO / "tests/data"
 H100 = ["NVIDIA H100 80GB HBM3"]
@@ -107,10 +108,10 @@ def test_drift_and_outside_load_are_warned(record, bench):
 
 def test_mean_and_interval_of_repeats():
     values = [10.0, 12.0, 11.0]
-    mean, half = repeats.mean_ci95(values)
+    mean, half = stats.mean_ci95(values)
     assert mean == 11.0 and half == pytest.approx(4.303 * statistics.stdev(values) / math.sqrt(3))
-    assert repeats.mean_ci95([5.0]) == (5.0, None)
-    assert repeats.t95(200) == 1.96 and repeats.t95(27) == repeats.T95[25]
+    assert stats.mean_ci95([5.0]) == (5.0, None)
+    assert stats.t95(200) == 1.96 and stats.t95(27) == stats.T95[25]
 
 
 def test_repeats_of_a_point_are_one_row_with_intervals(tmp_path, record, bench):

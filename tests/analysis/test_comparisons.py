@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from servelab.analysis import comparison_plot, comparisons
-from servelab.analysis.repeats import mean_ci95, t95
+from servelab.stats import mean_ci95, t95
 from servelab.config.experiments import compares_configurations, load_knobs
 
 

@@ -6,6 +6,7 @@ import pandas as pd
 import pytest
 
 from conftest import REPO, load_config
+from servelab import machine
 from servelab.fetch import capacity
 
 RECORDED = REPO / "tests/data/recorded_gpu"
@@ -99,7 +100,7 @@ def test_too_few_tokens_for_one_sequence_is_refused():
 def test_the_cpu_default_plans_against_the_hosts_memory():
     recipe = load_config("config/local.yaml")["models"]["tiny_llama"]["tiny"]
     plan = capacity.plan_point(capacity.tiny_config(recipe), "vllm", {"max_model_len": 2048},
-                               memory_gib=capacity.host_memory_gib(), memory_name="host memory", device="cpu",
+                               memory_gib=machine.host_memory_gib(), memory_name="host memory", device="cpu",
                                env={"VLLM_CPU_KVCACHE_SPACE": 1})
     assert plan.fits and plan.gpus == 0 and plan.memory.startswith("host memory (")
     assert plan.kv_cache_gib == 1.0 and plan.kv_cache_tokens == 2 ** 30 // plan.kv_bytes_per_token
@@ -140,10 +141,10 @@ def test_a_session_plans_on_the_gpus_it_was_given(tmp_path, monkeypatch):
     fake.write_text("#!/bin/sh\nprintf '0, GPU-aaa, NVIDIA H100 80GB HBM3, 81559\\n1, GPU-bbb, NVIDIA H200, 143771\\n'\n")
     fake.chmod(0o755)
     monkeypatch.setenv("PATH", f"{tmp_path}:{__import__('os').environ['PATH']}")
-    assert [g[0] for g in capacity.visible_gpus({"CUDA_VISIBLE_DEVICES": "1"})] == ["NVIDIA H200"]
-    assert [g[0] for g in capacity.visible_gpus({"CUDA_VISIBLE_DEVICES": "GPU-aaa"})] == ["NVIDIA H100 80GB HBM3"]
+    assert [g[0] for g in machine.visible_gpus({"CUDA_VISIBLE_DEVICES": "1"})] == ["NVIDIA H200"]
+    assert [g[0] for g in machine.visible_gpus({"CUDA_VISIBLE_DEVICES": "GPU-aaa"})] == ["NVIDIA H100 80GB HBM3"]
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    assert len(capacity.visible_gpus({})) == 2
+    assert len(machine.visible_gpus({})) == 2
     model = tmp_path / "model"
     model.mkdir()
     (model / "config.json").write_text(__import__("json").dumps(MODELS["phi4_mini"]["shape"]["config"]))

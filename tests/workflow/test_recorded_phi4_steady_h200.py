@@ -18,7 +18,7 @@ import pandas as pd
 import pytest
 
 from servelab.analysis import metrics
-from servelab.analysis.repeats import t95, welch
+from servelab.stats import t95, welch
 from servelab.search import outcome
 
 RUN = Path(__file__).parents[2] / "tests/data/recorded_gpu/h200x4_20261128_steady"

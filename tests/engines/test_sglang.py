@@ -7,7 +7,7 @@ from servelab.config.experiments import engine_flags, server_points
 
 @pytest.fixture(scope="module")
 def parsers():
-    from servelab.checks.validate import SGLangParsers
+    from servelab.checks.engine_parsers import SGLangParsers
 
     return SGLangParsers()
 
@@ -32,7 +32,7 @@ def test_server_command_maps_knobs_to_sglang_flags(course_config, parsers):
 
 
 def test_stale_seed_flag_is_rejected_by_name(parsers):
-    from servelab.checks.validate import parse_or_message
+    from servelab.checks.engine_parsers import parse_or_message
 
     cmd = SGLang().serve_command("M", 30000, {}, "s") + ["--disaggregation-mode", "[prefill]"]
     msg = parse_or_message(parsers.serve, parsers.server_argv(cmd))
@@ -42,7 +42,7 @@ def test_stale_seed_flag_is_rejected_by_name(parsers):
 
 
 def test_client_options_are_sglangs_own(parsers, tmp_path):
-    from servelab.checks.validate import parse_or_message
+    from servelab.checks.engine_parsers import parse_or_message
 
     argv = SGLang().client_args("M", "s", 30000, "generated-shared-prefix", None,
                                 {"num_prompts": 300, "request_rate": 8, "seed": 0}, tmp_path)

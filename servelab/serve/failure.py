@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 from pathlib import Path
 
 # a traceback's last line, e.g. "ValueError: ...", maybe behind vLLM's process tag
@@ -119,6 +120,16 @@ def server_reason(log_text: str, exit_code: int | None, engine_died: str | None)
         # API server logged for a request before the engine was killed
         found = [(tag, reason) for tag, reason in found if not (tag or "").startswith(FRONT_PROCESSES)]
     return found[0][1] if found else None
+
+
+def exit_words(code: int) -> str:
+    """'exited with code 1', or 'was killed by SIGKILL' for a negative code."""
+    if code < 0:
+        try:
+            return f"was killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"was killed by signal {-code}"
+    return f"exited with code {code}"
 
 
 def transient_words(gone: tuple[str, int] | None, exit_words: str, during: str) -> str:

@@ -1,8 +1,7 @@
 """Server lifecycle: free port, own process group, /health with a deadline, teardown.
 
-The server runs in a new session (its own process group), so stopping it
-reaches every process it spawned (vLLM's engine core, workers, compilers).
-"""
+The server runs in a new session (its own process group), so stopping it reaches every
+process it spawned (vLLM's engine core, workers, compilers)."""
 
 from __future__ import annotations
 
@@ -20,6 +19,7 @@ import requests
 
 from servelab.engines import prestart
 from servelab.serve import server_log
+from servelab.serve.failure import exit_words
 
 
 # after an engine's fatal line, how long its server may take to exit on its own (and log
@@ -49,16 +49,6 @@ class ServerError(RuntimeError):
                 return f.read().decode(errors="replace")
         except (OSError, TypeError):
             return ""
-
-
-def exit_words(code: int) -> str:
-    """'exited with code 1', or 'was killed by SIGKILL' for a negative code."""
-    if code < 0:
-        try:
-            return f"was killed by {signal.Signals(-code).name}"
-        except ValueError:
-            return f"was killed by signal {-code}"
-    return f"exited with code {code}"
 
 
 # where each server start and its time to health, and each session's measuring time, is

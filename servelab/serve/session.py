@@ -36,7 +36,7 @@ from servelab.serve.launch import (Fleet, Guest, Launch, guest_launch, hold_gpus
 from servelab.serve.measurement import check_drift, measure_points, warm_up
 from servelab.serve.offline_session import measure_offline
 from servelab.serve.point_identity import identified, point_identity
-from servelab.serve.server import ServerError, exit_words, note_event, terminate_on_sigterm
+from servelab.serve.server import ServerError, note_event, terminate_on_sigterm
 from servelab.serve.session_spec import SessionSpec
 from servelab.serve.store import PointStore
 
@@ -104,7 +104,7 @@ def measure(launch: Launch, missing: list[tuple[str, dict, dict]], guests: list[
             lost = [p for p in group if p[0] not in done] + \
                 [p for guest in (guests if restart == 0 else ()) for p in guest.missing if p[0] not in guest.done]
             if reason is None:
-                words = failure.transient_words(exc.gone, exit_words(exc.exit_code) if exc.exit_code is not None
+                words = failure.transient_words(exc.gone, failure.exit_words(exc.exit_code) if exc.exit_code is not None
                                                 else "stopped", exc.during)
                 note_transient(launch, words, len(lost))
                 raise failure.TransientFault(

@@ -206,7 +206,7 @@ def search_problems(exp: dict, where: str, config: dict) -> list[str]:
 
 
 def lmcache_problems(exp: dict, where: str) -> list[str]:
-    """LMCache settings that run but measure nothing, found on a lent H100 (LMCache 0.5.6,
+    """LMCache settings that run but measure nothing, found on an H100 (LMCache 0.5.6,
     vLLM 0.26), refused before any GPU time is spent:
     - across a restart, chunk keys differ unless PYTHONHASHSEED is set: the hash chain
       starts from vLLM's NONE_HASH, random per process (0 hit tokens after the restart);

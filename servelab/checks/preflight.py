@@ -92,7 +92,7 @@ def missing(config: dict, names: list[str], has=environment.importable) -> list[
 def uncompiled(module: str, env: dict | None = None) -> str | None:
     """A line when `module` has no bytecode for this Python and none will be written, so that
     every process importing it compiles its source again. An engine start imports the engine
-    in two processes or more: on a lent H100 box (an image with PYTHONDONTWRITEBYTECODE=1,
+    in two processes or more: on an H100 box (an image with PYTHONDONTWRITEBYTECODE=1,
     wheels installed with --no-compile) importing vLLM took 30.0 s, and 21.9 s once compiled."""
     spec = environment.module_spec(module, env)
     if spec is None or not spec.origin or not spec.origin.endswith("__init__.py"):

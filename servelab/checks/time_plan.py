@@ -1,5 +1,5 @@
 """How long a run must take at least on N GPUs, from an earlier run's sessions: before a
-lent slot or a cluster allocation is booked, `servelab plan ... --timings DIR`.
+GPU box or a cluster allocation is booked, `servelab plan ... --timings DIR`.
 
 Each session of the run (experiment x server point) is looked up in the earlier runs'
 `timing.json` files (servelab.run.timing): its start-up and benchmark runs (client points,

@@ -1,7 +1,7 @@
 """Where an engine's packages are: the job's own Python, and before it the PYTHONPATH
 that `engines.<name>.env` sets. One box can so hold engines that pin different
 releases of a shared package (vLLM 0.26 and SGLang 0.5.17 pin flashinfer 0.6.14 and
-0.6.15.post1), each installed into its own target (envs/lent-gpu/); the job, its
+0.6.15.post1), each installed into its own target (config/engines-own-targets.yaml); the job, its
 pre-flight and its records look up each engine where its processes will import it."""
 
 from __future__ import annotations

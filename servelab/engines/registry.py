@@ -83,7 +83,7 @@ class SGLang:
                 *commands.to_flags({"enable_metrics": True, **knobs}, false_flags=False)]
 
     # sglang.bench_serving's `random` takes its token ids from ShareGPT, downloaded from the
-    # hub when no --dataset-path is given (a lent H100 without the hub: every week 16 point
+    # hub when no --dataset-path is given (an H100 box without the hub: every week 16 point
     # failed with LocalEntryNotFoundError); its `random-ids` draws them from the vocabulary,
     # as vLLM's `random` does
     client_datasets = {"random": "random-ids"}
@@ -110,7 +110,7 @@ class SGLang:
 def shared_prefix_groups(dataset_name: str, knobs: dict) -> dict:
     """sglang.bench_serving's generated-shared-prefix workload sends groups x prompts per
     group (64 x 16 = 1024 by default) and ignores --num-prompts: the groups are cut to
-    cover num_prompts (a lent H100 sent 1024 prompts of 2k tokens for a 16-prompt check)."""
+    cover num_prompts (an H100 box got 1024 prompts of 2k tokens for a 16-prompt check)."""
     if dataset_name != "generated-shared-prefix" or "num_prompts" not in knobs or "gsp_num_groups" in knobs:
         return knobs
     per_group = int(knobs.get("gsp_prompts_per_group", 16))
@@ -132,7 +132,7 @@ def sglang_to_vllm_keys(result: dict) -> dict:
 class SGLangBenchClient:
     def __init__(self, env: dict | None = None):
         # Offline: the client opens `--model` (the served name) with AutoTokenizer to check for a
-        # chat template; on a box without the hub its retries cost 65-70 s of every point (lent
+        # chat template; on a box without the hub its retries cost 65-70 s of every point (an
         # H100, SGLang 0.5.17). Everything it needs is local (`--tokenizer`, dataset paths).
         self.env = {**(os.environ if env is None else env), "HF_HUB_OFFLINE": "1"}
 

@@ -9,7 +9,7 @@ keys' sessions use the GPUs meanwhile), then start warm.
 
 The key: engine, model identity, parallel layout and the knobs that set the compiled
 shapes (token budget, sequences, lengths, dtypes, speculation, compilation config). The
-rest share it. Measured on lent 4x H100s (2026-11-27):
+rest share it. Measured on 4x H100 boxes (2026-11-27):
 - week 5's servers differing in prefix caching: the second compiled in 6-7 s, the first
   17-28 s;
 - week 14's Mixtral with and without expert parallelism (one key): 267 s of compile for

@@ -5,7 +5,7 @@ its module built (ninja: nothing to do) loads it at once.
 On a fresh box, vLLM 0.26 on CUDA builds, while holding its GPUs:
 - `trtllm_comm`, the all-reduce fusion of a start with tensor parallelism under
   VLLM_FLASHINFER_ALLREDUCE_BACKEND=trtllm (config/config.yaml sets it): 189 s of a TP 4
-  start (4 x 189 GPU-s) and 203 s of a TP 2 on lent H100s, 0 s once cached
+  start (4 x 189 GPU-s) and 203 s of a TP 2 on 4x H100 boxes, 0 s once cached
   (`startup_allreduce_fusion_s`). One build serves every TP size.
 - `sampling`, most likely: vLLM's FlashInfer top-k/top-p sampler (on unless
   VLLM_USE_FLASHINFER_SAMPLER=0) first runs in the sampler warm-up after CUDA graph

@@ -15,7 +15,7 @@ SGLang's `dp_size` with `router_*` knobs means what `sglang_router.launch_server
 does in one command: `dp_size` servers behind its router (`--router-policy` ->
 the router's `--policy`). servelab launches them itself: sglang-router 0.3.2's
 launch_server imports `sglang.srt.utils.is_port_available`, which SGLang 0.5.17
-no longer has (a lent H100, 2026-11-26), and one process per replica lets each
+no longer has (on an H100, 2026-11-26), and one process per replica lets each
 replica's death be seen on its own.
 """
 

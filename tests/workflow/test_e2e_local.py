@@ -18,7 +18,7 @@ import pandas as pd
 import pytest
 
 from conftest import FIRST_RUN_CONFIGS as CONFIGS, LOCAL_RUN as LOCAL
-from conftest import REPO, commit_workdir, default_sigint, load_config, make_workdir, snakemake, with_overlay
+from conftest import commit_workdir, default_sigint, load_config, make_workdir, snakemake, with_overlay
 from servelab.config.experiments import compares_configurations, server_points
 
 pytestmark = pytest.mark.e2e
@@ -311,19 +311,15 @@ def test_noop_rerun_has_nothing_to_do(workdir, first_run):
     assert "Nothing to be done" in proc.stdout + proc.stderr
 
 
-def test_a_pack_of_the_results_resumes_on_a_fresh_box_without_measuring_again(workdir, first_run, tmp_path):
-    """The lent-GPU slots' resume (envs/lent-gpu/pack-results.sh, course-run.sh): the pack
-    unpacked into a fresh copy of the workflow, with no .snakemake state, no models and no
-    caches, as on the next slot's box. There the sessions the pack holds run again (their
-    models are made anew for the sessions still to measure; forced here, where nothing else
-    needs them): each finds its points in the store and starts no engine, and the tables
-    are the same."""
-    home = tmp_path / "home"
-    (home / "keep").mkdir(parents=True)
-    (home / "sl").symlink_to(workdir)
-    subprocess.run(["bash", str(REPO / "envs/lent-gpu/pack-results.sh"), str(tmp_path)],
-                   env={**os.environ, "HOME": str(home)}, check=True, capture_output=True)
-    fresh = make_workdir(tmp_path / "next-slot")
+def test_results_carried_to_a_fresh_box_resume_without_measuring_again(workdir, first_run, tmp_path):
+    """An allocation that ends (docs/gpu-check.md): `results/` packed and unpacked into a
+    fresh copy of the workflow, with no .snakemake state, no models and no caches, as on the
+    next allocation's node. There the sessions the pack holds run again (their models are
+    made anew for the sessions still to measure; forced here, where nothing else needs
+    them): each finds its points in the store and starts no engine, and the tables are the
+    same."""
+    subprocess.run(["tar", "czf", str(tmp_path / "course.tgz"), "results"], cwd=workdir, check=True)
+    fresh = make_workdir(tmp_path / "next-allocation")
     subprocess.run(["tar", "xzf", str(tmp_path / "course.tgz"), "results"], cwd=fresh, check=True)
     targets = ["results/week01/metrics.csv", "results/week05/metrics.csv"]
     before = {t: pd.read_csv(workdir / t) for t in targets}
@@ -347,7 +343,7 @@ def test_the_default_ends_with_no_failed_point(workdir, first_run):
     print("\n" + "\n".join(line for line in proc.stderr.splitlines() if "wall / (start-ups" in line))
     study = assert_table_matches_config(workdir, "study_tuning_cpu", LOCAL)
     assert study["valid"].all() and (study["output_throughput_tps"] > 0).all() and (study["peak_rss_gib"] > 0).all()
-    # sized in time (duration_s 6 at 8 in flight): more prompts than its floor of 16, every
+    # sized in time (duration_s 4 at 8 in flight): more prompts than its floor of 16, every
     # one completed, its figures over a held window of several seconds
     assert (study["prompts_sent"] > 16).all() and (study["completed"] == study["prompts_sent"]).all()
     assert (study["window"] == "steady").all() and (study["steady_window_s"] > 2).all()

@@ -1,6 +1,6 @@
 """The whole course from one command on a lent 4x H100 (tests/data/recorded_gpu/
 h100x4_20261127c: config/gpu-check.yaml with run_what_fits, single-node profile, vLLM 0.26.0
-+ lm-eval 0.4.13 + LMCache 0.5.6 and SGLang 0.5.17 from envs/lent-gpu), replayed: what it
++ lm-eval 0.4.13 + LMCache 0.5.6 and SGLang 0.5.17 from envs/offline-gpu), replayed: what it
 left out, what the compile gate saved, where the GPU-seconds went, and the two faults it
 showed (a gated stack start, a starved TP 4 claim) that the code since fixes."""
 import re

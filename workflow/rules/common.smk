@@ -147,7 +147,7 @@ def experiment_dataset(exp):
 # of the run is made (seconds): the scheduler's first choice is then among all sessions, and
 # the widest (highest priority) takes the empty box. Sessions made ready one model at a time
 # let a Mixtral's TP 2 pair and a P/D pair take the units a TP 4 session needed, which then
-# ran last, after the others drained (lent 4x H100, 2026-11-27). ancient(): a marker remade
+# ran last, after the others drained (4x H100, 2026-11-27). ancient(): a marker remade
 # for a new model reruns no session.
 RUN_INPUTS_MARKER = f"{MODELS_DIR}/.run-inputs-made"
 
@@ -276,7 +276,7 @@ def gpus_for(wildcards):
 def session_priority(wildcards):
     """Wider sessions first (the square: one TP 4 session outranks four TP 1 ones in the
     scheduler's sum), then the longest: a search's (each round waits for the last one's
-    session: a chain), static batching's (one batch at a time: 311 s on a lent H100, the
+    session: a chain), static batching's (one batch at a time: 311 s on an H100, the
     longest one-GPU session), then those with more points; 0 on the CPU."""
     gpus = gpus_for(wildcards)
     if not gpus:

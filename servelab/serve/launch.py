@@ -24,7 +24,7 @@ from servelab.serve import failure, monitors, topology
 from servelab.serve.point_identity import knobs_swept, point_record
 from servelab.serve.server import Server, free_port
 from servelab.serve.session_spec import SessionSpec
-from servelab.serve.store import PointStore
+from servelab.serve.store import Point, PointStore
 
 
 def log(msg: str) -> None:
@@ -193,7 +193,7 @@ class Launch:
                 **({"shared_engine": self.shared_from} if self.shared_from else {}),
                 **({"capacity_plan": self.plan} if self.plan else {}), **(extra or {})}
 
-    def save_failure(self, point: tuple[str, dict, dict], failure: "failure.PointFailed") -> None:
+    def save_failure(self, point: Point, failure: "failure.PointFailed") -> None:
         key, knobs, identity = point
         self.store.save(key, self.record(key, identity, knobs, "", None, {"failure": failure.as_record()}), {})
         log(f"{self.point_name(knobs)}: FAILED ({failure.stage}) {failure.reason}")

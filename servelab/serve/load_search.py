@@ -15,7 +15,7 @@ from typing import Callable, Iterator
 
 from servelab.search import slo as slo_check
 from servelab.search.load_bisection import LoadBisection
-from servelab.serve.store import PointStore
+from servelab.serve.store import Point, PointStore
 
 # failure stages that mean the server itself is gone (servelab.serve.session.measure)
 SERVER_STAGES = ("server start-up", "server exited under load")
@@ -28,7 +28,7 @@ class SearchPoints:
         step shares; `identify(knobs)` -> (store key, identity); `retry_failed`: a stored
         failure is measured again (once), not replayed."""
         self.search, self.base, self.store, self.identify = search, base_point, store, identify
-        self.visited: list[tuple[str, dict, dict]] = []
+        self.visited: list[Point] = []
         self.retry_failed = retry_failed
         self.retried: set[str] = set()   # failures measured again in this session
 
@@ -48,7 +48,7 @@ class SearchPoints:
         """The most points a bisection measures (progress: "[3/6]" means at most six)."""
         return 2 + self.search["steps"]
 
-    def __iter__(self) -> Iterator[tuple[str, dict, dict]]:
+    def __iter__(self) -> Iterator[Point]:
         integer = self.knob == "max_concurrency"
         low, high = self.search["low"], self.search["high"]
         bisection = LoadBisection(int(low) if integer else low, int(high) if integer else high,
@@ -57,9 +57,9 @@ class SearchPoints:
         while (load := bisection.next_load()) is not None:
             knobs = self.knobs_at(load)
             key, identity = self.identify(knobs)
-            self.visited.append((key, knobs, identity))
+            self.visited.append(Point(key, knobs, identity))
             if not self.store.has(key) or self.to_retry(key):
-                yield key, knobs, identity
+                yield Point(key, knobs, identity)
                 self.retried.add(key)   # (only once its measurement has returned)
                 if not self.store.has(key):
                     return   # the session could not store it: nothing to judge the next step by
@@ -72,7 +72,7 @@ class SearchPoints:
     def to_retry(self, key: str) -> bool:
         return self.retry_failed and key not in self.retried and bool(self.store.load(key).get("failure"))
 
-    def replay(self) -> list[tuple[str, dict, dict]]:
+    def replay(self) -> list[Point]:
         """The points visited, against the store as it is (what the view shows); a point
         still missing ends the list."""
         for _ in self:

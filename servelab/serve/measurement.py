@@ -19,6 +19,7 @@ from servelab.serve import conditions, failure
 from servelab.serve.launch import Launch, log, server_env
 from servelab.serve.peak_memory import PeakMemory
 from servelab.serve.server import log_tail
+from servelab.serve.store import Point
 
 
 def warm_up(launch: Launch, first: dict | None, out_dir: Path) -> dict | None:
@@ -106,7 +107,7 @@ def reset_cache(launch: Launch) -> bool | None:
     return conditions.reset_prefix_cache([s.base_url for s in servers], launch.engine.reset_cache_path)
 
 
-def measure_points(launch: Launch, missing: list[tuple[str, dict, dict]], done: list[str]) -> None:
+def measure_points(launch: Launch, missing: list[Point], done: list[str]) -> None:
     """Each missing client point against the running fleet, saved as it completes
     (its key then appended to `done`); a client's own error fails that point only."""
     for n, (key, knobs, identity) in enumerate(missing, 1):
@@ -124,7 +125,7 @@ def measure_points(launch: Launch, missing: list[tuple[str, dict, dict]], done: 
                     conditions.OutsideLoad(pgids, launch.env) as outside:
                 argv, result = measure_point(launch, knobs, raw_dir)
         except failure.PointFailed as failed:
-            launch.save_failure((key, knobs, identity), failed)
+            launch.save_failure(Point(key, knobs, identity), failed)
             done.append(key)
             continue
         launch.fleet.check_alive(f"during client point {name}")
@@ -155,7 +156,7 @@ def spec_from_logs(launch: Launch, log_sizes: list[int], counters: dict) -> dict
     return conditions.spec_log_columns(part)
 
 
-def check_drift(launch: Launch, group: list[tuple[str, dict, dict]], done: list[str]) -> None:
+def check_drift(launch: Launch, group: list[Point], done: list[str]) -> None:
     """The session's first load point measured again at its end: how far its numbers moved
     while the session ran (thermal or clock changes, a cache filling, a neighbour). Every
     point the session measured records it; the point itself is not stored twice."""

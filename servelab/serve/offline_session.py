@@ -15,6 +15,7 @@ from servelab.serve.peak_memory import PeakMemory
 from servelab.serve.point_identity import knobs_swept
 from servelab.serve.server import Server, log_tail
 from servelab.serve.session_spec import SessionSpec
+from servelab.serve.store import Point
 
 
 def offline_batches(spec: SessionSpec, missing: list) -> list[list]:
@@ -24,7 +25,7 @@ def offline_batches(spec: SessionSpec, missing: list) -> list[list]:
     return [[m] for m in missing] if spec.monitors.get("wrap") else [missing]
 
 
-def measure_offline(launch: Launch, missing: list[tuple[str, dict, dict]], guests: list[Guest] = ()) -> None:
+def measure_offline(launch: Launch, missing: list[Point], guests: list[Guest] = ()) -> None:
     """The offline benchmark of every missing point (`vllm bench throughput|latency`,
     servelab.engines.hf_static), then of its guests' missing points, run by the engine's
     plan runner (servelab.engines.offline_plan): the engine is built once per engine
@@ -95,7 +96,7 @@ def measure_offline(launch: Launch, missing: list[tuple[str, dict, dict]], guest
                                              f"measures them\n{log_tail(runner.log)}")
             for plan_key in unreported:
                 owner, key, knobs, identity = points[plan_key][:4]
-                owner.save_failure((key, knobs, identity), failure.PointFailed(
+                owner.save_failure(Point(key, knobs, identity), failure.PointFailed(
                     f"{spec.tool} benchmark", failure.engine_reason(part) or message, runner.log, code))
 
 
@@ -156,7 +157,7 @@ def record_offline(point: tuple, outcome: dict, runner: Server, runner_cmd: list
     if "error" in outcome or not raw.exists():
         reason = offline_reason(runner.log, outcome["key"], outcome.get("error") or f"{spec.tool} wrote no result",
                                 launch.offline_reasons)
-        launch.save_failure((key, knobs, identity), failure.PointFailed(f"{spec.tool} benchmark", reason,
+        launch.save_failure(Point(key, knobs, identity), failure.PointFailed(f"{spec.tool} benchmark", reason,
                                                                         runner.log))
         return
     launch.count_point(outcome["wall_s"], identity)

@@ -38,7 +38,7 @@ from servelab.serve.offline_session import measure_offline
 from servelab.serve.point_identity import identified, point_identity
 from servelab.serve.server import ServerError, note_event, terminate_on_sigterm
 from servelab.serve.session_spec import SessionSpec
-from servelab.serve.store import PointStore
+from servelab.serve.store import Point, PointStore
 
 
 def measure_guest(host: Launch, guest: Guest) -> None:
@@ -56,7 +56,7 @@ def measure_guest(host: Launch, guest: Guest) -> None:
         guest.wall_s = time.monotonic() - started
 
 
-def measure(launch: Launch, missing: list[tuple[str, dict, dict]], guests: list[Guest] = ()) -> None:
+def measure(launch: Launch, missing: list[Point], guests: list[Guest] = ()) -> None:
     """Launch the server point and measure `missing` [(key, client knobs, identity)], then
     its guests' missing points; points with `restart: k` are measured after the k-th
     restart (a fresh fleet, same session directory: what the server left on disk
@@ -176,7 +176,7 @@ def session_points(spec: SessionSpec, store: PointStore, engine_version: str | N
             if repeat and EVAL_KNOB in knobs:
                 continue   # lm-eval's accuracy (greedy) needs no repeat
             key, identity = identified(point_identity(spec, knobs, engine_version, hardware, repeat))
-            points.append((key, knobs, identity))
+            points.append(Point(key, knobs, identity))
     missing = [p for p in points if not store.has(p[0]) or (retry_failed and store.load(p[0]).get("failure"))]
     if any(knobs.get(RESTART_KNOB) for _, knobs, _ in missing):
         # a warm point means only after the cold ones in the same session: measure the sequence whole

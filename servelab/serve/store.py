@@ -10,8 +10,16 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
+from typing import NamedTuple
 
 from servelab.atomic import atomic_path
+
+
+class Point(NamedTuple):
+    """A client point of a session: its store key, its client knobs, its identity."""
+    key: str
+    knobs: dict
+    identity: dict
 
 
 def identity_hash(identity: dict) -> str:

@@ -81,22 +81,3 @@ rule paper_archive:
         "../../envs/analysis.yaml"
     script:
         "../scripts/paper_archive.py"
-
-
-rule search_figures:
-    input:
-        metrics="results/{experiment}/metrics.csv",
-        tried="results/{experiment}/search/tried.csv",
-        best="results/{experiment}/search/best.json",
-    output:
-        goodput=report("results/{experiment}/search/goodput.png", caption="../report/search.rst", category="{experiment}"),
-        frontier=report("results/{experiment}/search/frontier.png", caption="../report/search.rst", category="{experiment}"),
-        pareto=report("results/{experiment}/search/pareto.png", caption="../report/search.rst", category="{experiment}"),
-    params:
-        search=search_spec,
-    log:
-        "logs/{experiment}/search_figures.log",
-    conda:
-        "../../envs/analysis.yaml"
-    script:
-        "../scripts/plot_search.py"

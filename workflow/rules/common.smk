@@ -17,7 +17,6 @@ os.environ["PYTHONPATH"] = os.pathsep.join(
 from servelab.checks import box_fit, cross_checks
 from servelab.fetch import dummy_weights
 from servelab.serve import failure
-from servelab.search import confirm as search_confirm
 from servelab.config import experiments as ex
 from servelab.checks import preflight
 from servelab.config import engine_groups

@@ -3,10 +3,12 @@
 # plan is a checkpoint; its configurations are session jobs like any other (run side by
 # side on a cluster), each bisecting the load under the SLO; the next round is planned
 # once they are in. Reruns replay the stored plans and points: an interrupted search
-# resumes at the session it stopped in.
+# resumes at the session it stopped in. Its frontier measured again (search_confirm) and its
+# figures (search_figures) are here too: every rule of a search in one file.
 import json
 
 from servelab.config.experiments import point_id
+from servelab.search import confirm as search_confirm
 
 
 def plan_points(plan):
@@ -82,3 +84,60 @@ rule search_summary:
     localrule: True
     script:
         "../scripts/search_summary.py"
+
+
+# A search's frontier measured again (servelab/search/confirm.py, planned in search.smk):
+# a session of a configuration the search launched, at its goodput load only.
+def confirm_params(wildcards):
+    """A frontier configuration's session: its goodput load only, `confirm_repeats` times
+    (the search's own point is the first repeat, found in the store), no bisection."""
+    name, sp = wildcards.experiment, wildcards.server_point
+    search = EXPERIMENTS[name]["search"]
+    entry = next(c for c in search_rounds(name)[-1]["confirm"] if c["server_point"] == sp)
+    params = params_of(name, sp)
+    return {**params, "load_search": None,
+            "client_points": [{**params["client_points"][0], search["load"]["knob"]: entry["load"]}],
+            "measurement": {**params["measurement"], "repeats": search_confirm.repeats(search), "drift_check": False}}
+
+
+def confirm_inputs(wildcards):
+    return {**session_files(wildcards), **start_marker()}
+
+
+rule search_confirm:
+    input:
+        unpack(confirm_inputs),
+    output:
+        "results/{experiment}/search/confirm/{server_point}.json",
+    params:
+        spec=confirm_params,
+        cache=config["paths"]["cache"],
+        retry_failed=False,
+    log:
+        "logs/{experiment}/{server_point}.confirm.log",
+    resources:
+        gpu=gpus_for,
+        runtime=session_runtime,
+    conda:
+        session_conda_env
+    script:
+        "../scripts/serve_session.py"
+
+
+rule search_figures:
+    input:
+        metrics="results/{experiment}/metrics.csv",
+        tried="results/{experiment}/search/tried.csv",
+        best="results/{experiment}/search/best.json",
+    output:
+        goodput=report("results/{experiment}/search/goodput.png", caption="../report/search.rst", category="{experiment}"),
+        frontier=report("results/{experiment}/search/frontier.png", caption="../report/search.rst", category="{experiment}"),
+        pareto=report("results/{experiment}/search/pareto.png", caption="../report/search.rst", category="{experiment}"),
+    params:
+        search=search_spec,
+    log:
+        "logs/{experiment}/search_figures.log",
+    conda:
+        "../../envs/analysis.yaml"
+    script:
+        "../scripts/plot_search.py"

@@ -3,7 +3,7 @@ points, where its store is, and how each point is measured."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from servelab.engines.registry import ENGINES
 
@@ -42,6 +42,15 @@ class SessionSpec:
     # the name its points address the server by, when they run on another experiment's
     # engine (servelab.config.engine_groups)
     served_as: str | None = None
+
+    @classmethod
+    def from_params(cls, experiment: str, server_point: str, params: dict, **given) -> "SessionSpec":
+        """The spec of a session from its rule's params (what the workflow read off the config:
+        every key that is a field here) and what only the job knows (`given`: its model and
+        dataset paths, its store, its environment with the engine's caches)."""
+        names = {f.name for f in fields(cls)} - set(given)
+        return cls(experiment=experiment, server_point=server_point,
+                   **{k: v for k, v in params.items() if k in names}, **given)
 
     def setting(self, key: str):
         return {**MEASUREMENT_DEFAULTS, **self.measurement}[key]

@@ -15,31 +15,12 @@ def absolute(path):
 
 
 def spec_of(experiment, server_point, p, dataset, eval_tasks):
-    return SessionSpec(
-        experiment=experiment,
-        server_point=server_point,
-        engine=p["engine"],
-        kind=p["kind"],
-        tool=p["tool"],
-        model_path=os.path.abspath(snakemake.input.model),
-        model_identity=p["model_identity"],
-        dataset_name=p["dataset_name"],
-        dataset_path=absolute(dataset),
-        dataset_identity=p["dataset_identity"],
-        server_knobs=p["server_knobs"],
-        client_points=p["client_points"],
+    return SessionSpec.from_params(
+        experiment, server_point, p, model_path=os.path.abspath(snakemake.input.model),
+        dataset_path=absolute(dataset), eval_include_path=absolute(eval_tasks),
         store_dir=f"results/{experiment}/store",
-        startup_timeout_s=p["startup_timeout_s"],
         env={**engine_cache_env(p["engine"], snakemake.params.cache, p["env"]), **p["env"]},
-        config_hash=cross_checks.config_hash(snakemake.config),
-        workflow_dir=snakemake.scriptdir,
-        topology=p["topology"],
-        monitors=p["monitors"],
-        identity_env=p["identity_env"],
-        measurement=p["measurement"],
-        load_search=p["load_search"],
-        eval_include_path=absolute(eval_tasks),
-    )
+        config_hash=cross_checks.config_hash(snakemake.config), workflow_dir=snakemake.scriptdir)
 
 
 inputs = snakemake.input.keys()

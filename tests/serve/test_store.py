@@ -33,3 +33,23 @@ def test_atomic_path_leaves_nothing_behind_on_failure(tmp_path):
             tmp.write_text(json.dumps({"half": True}))
             raise RuntimeError("crash mid-write")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_session_spec_is_built_from_its_rule_params_and_what_the_job_knows():
+    """workflow/scripts/serve_session.py: every params key that is a spec field is taken, a
+    host's `guests` list is not, and what only the job knows is given by name."""
+    from servelab.serve.session_spec import SessionSpec
+
+    params = {"engine": "vllm", "kind": "serve", "tool": None, "model_identity": "tiny@abc",
+              "dataset_identity": "d@1", "dataset_name": "sharegpt", "server_knobs": {"max_num_seqs": 4},
+              "client_points": [{"request_rate": 4, "num_prompts": 8}], "startup_timeout_s": 600,
+              "env": {"A": "1"}, "identity_env": {}, "topology": None, "monitors": {"metrics": {}},
+              "measurement": {"repeats": 3}, "load_search": None, "guests": [{"experiment": "other"}]}
+    spec = SessionSpec.from_params("week01", "base", params, model_path="/m", dataset_path=None,
+                                   eval_include_path=None, store_dir="results/week01/store",
+                                   env={"A": "1", "VLLM_CACHE_ROOT": "/c"}, config_hash="h", workflow_dir="/w")
+    assert (spec.experiment, spec.server_point, spec.model_path, spec.store_dir) == \
+        ("week01", "base", "/m", "results/week01/store")
+    assert spec.server_knobs == {"max_num_seqs": 4} and spec.setting("repeats") == 3
+    assert spec.env == {"A": "1", "VLLM_CACHE_ROOT": "/c"} and spec.startup_timeout_s == 600
+    assert not hasattr(spec, "guests")

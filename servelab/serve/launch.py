@@ -186,9 +186,10 @@ class Launch:
 
     def record(self, key: str, identity: dict, knobs: dict, client_command: str, wall_s: float | None,
                extra: dict | None = None) -> dict:
-        return {**point_record(self.spec, key, identity, knobs, self.session_name, self.hardware,
-                               self.engine.distributions, self.serve_cmd, client_command, self.startup_s,
-                               wall_s, self.facts),
+        return {**point_record(self.spec, key, identity, knobs, session_name=self.session_name,
+                               hardware=self.hardware, distributions=self.engine.distributions,
+                               command=self.serve_cmd, client_command=client_command, startup_s=self.startup_s,
+                               wall_s=wall_s, facts=self.facts),
                 "repeat": identity.get("repeat", 0), "warmup": self.warmup,
                 **({"shared_engine": self.shared_from} if self.shared_from else {}),
                 **({"capacity_plan": self.plan} if self.plan else {}), **(extra or {})}

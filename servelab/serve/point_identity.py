@@ -47,7 +47,7 @@ def identified(identity: dict) -> tuple[str, dict]:
     return identity_hash(identity), identity
 
 
-def point_record(spec: SessionSpec, key: str, identity: dict, knobs: dict, session_name: str,
+def point_record(spec: SessionSpec, key: str, identity: dict, knobs: dict, *, session_name: str,
                  hardware: dict, distributions: tuple, command: str, client_command: str,
                  startup_s: float | None, wall_s: float | None, facts: dict) -> dict:
     return {

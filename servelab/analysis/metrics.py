@@ -31,6 +31,7 @@ SCALARS = {
     "total_output_tokens": "total_output_tokens",
     "max_concurrent_requests": "max_concurrent_requests",
 }
+MEASURED_SCALARS = set(SCALARS.values())
 # what each point records of how it was measured (conditions_columns, checks); the engine's
 # counters are absent where it exports none (SGLang, a vLLM without speculation)
 COUNTER_COLUMNS = {"prefix_cache_hit_rate", "spec_acceptance_rate", "spec_mean_accepted_len", "preemptions",
@@ -168,7 +169,8 @@ def point_row(record: dict, bench: dict | None) -> dict:
         # server knobs by their own name (prefixed only where a client knob has the same one)
         **{(f"server.{k}" if k in knobs else k): v for k, v in server.items()},
         **record["identity"].get("env", {}),   # e.g. LMCACHE_CHUNK_SIZE swept by server.env_grid
-        **{k: v for k, v in knobs.items() if k != "request_rate"},
+        # client knobs by their own name (prefixed only where a measured column has it: duration_s)
+        **{(f"client.{k}" if k in MEASURED_SCALARS else k): v for k, v in knobs.items() if k != "request_rate"},
         # offline benchmarks have no arrival rate
         **({"request_rate": requested} if "request_rate" in knobs or "request_rate" in (bench or {}) else {}),
         **(bench_row(bench) if bench is not None else {}),

@@ -135,3 +135,15 @@ def test_no_per_request_records_no_window():
 ])
 def test_points_sized_in_time(knobs, request_s, expected):
     assert sized_prompts(knobs, request_s) == expected
+
+
+def test_a_point_sized_in_time_keeps_both_its_duration_and_the_measured_one():
+    """The knob `duration_s` (how long to hold the load) and the run's measured `duration_s`
+    share a name: the knob's column is `client.duration_s`."""
+    from servelab.analysis.metrics import point_row
+
+    bench = json.loads((DATA / "vllm_bench_serve_rate4.json").read_text())
+    record = json.loads((DATA / "record_rate4.json").read_text())
+    record["client_knobs"] = {**record["client_knobs"], "duration_s": 4}
+    row = point_row(record, bench)
+    assert row["client.duration_s"] == 4 and row["duration_s"] == pytest.approx(bench["duration"])

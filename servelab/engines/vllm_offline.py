@@ -59,9 +59,10 @@ def main(argv: list[str] | None = None) -> int:
         print(__doc__.strip().split("\n\n")[1], file=sys.stderr)
         return 2
     tool, plan_path, status_path = argv
-    from servelab.engines.vllm_cli import patch_version_lookup
+    from servelab.engines.vllm_cli import keep_start_method, patch_version_lookup
 
     patch_version_lookup()
+    keep_start_method()   # the engine core forks from this process's imports where the env says fork
     from vllm.utils.argparse_utils import FlexibleArgumentParser
 
     bench = importlib.import_module(f"vllm.benchmarks.{tool}")

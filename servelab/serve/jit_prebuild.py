@@ -97,30 +97,35 @@ def build_one(module: str, env: dict, python: str = sys.executable) -> tuple[str
     return module, True, f"{seconds} s, in {build_dir}"
 
 
-def prebuild(config: dict, modules: list[str] | None = None, progress=print) -> bool:
-    """Build `modules` (default: modules_for(config)) side by side; True if all built."""
+def prebuild(config: dict, modules: list[str] | None = None, progress=print) -> dict:
+    """Build `modules` (default: modules_for(config)) side by side. Returns what happened:
+    {"ok": every module built (or none needed), "modules": {module: what}, "workspace",
+    "seconds"}; a module that failed here is built by the starts themselves."""
     from servelab.engines import environment
 
     modules = modules_for(config) if modules is None else modules
     env = build_env(config)
+    done = {"ok": True, "modules": {}, "workspace": env.get("FLASHINFER_WORKSPACE_BASE"), "seconds": 0.0}
     if not modules:
         progress("servelab prebuild-jit: no vLLM start of this config builds a FlashInfer module")
-        return True
+        return done
     if not environment.importable("flashinfer", env):
         progress("servelab prebuild-jit: flashinfer is not importable where vLLM runs here: nothing to build "
                  "(vLLM's CPU build has none)")
-        return True
+        done["modules"] = {m: "not built: flashinfer not importable" for m in modules}
+        return done
     progress(f"servelab prebuild-jit: building FlashInfer {', '.join(modules)} under "
              f"{env['FLASHINFER_WORKSPACE_BASE']} (no GPU is held; each takes minutes the first time)")
     start = time.monotonic()
-    ok = True
     with ThreadPoolExecutor(len(modules)) as pool:
         for module, built, what in pool.map(lambda m: build_one(m, env), modules):
             progress(f"servelab prebuild-jit:   {module}: {'built' if built else 'FAILED'}: {what}")
-            ok &= built
-    progress(f"servelab prebuild-jit: done in {time.monotonic() - start:.0f} s"
-             + ("" if ok else "; the starts build what failed here themselves"))
-    return ok
+            done["modules"][module] = f"{'built' if built else 'FAILED'}: {what}"
+            done["ok"] &= built
+    done["seconds"] = round(time.monotonic() - start, 1)
+    progress(f"servelab prebuild-jit: done in {done['seconds']:.0f} s"
+             + ("" if done["ok"] else "; the starts build what failed here themselves"))
+    return done
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -143,4 +148,4 @@ def main(argv: list[str] | None = None) -> int:
             update_config(config, yaml.safe_load(fh) or {})
     if args.cache:
         config.setdefault("paths", {})["cache"] = args.cache
-    return 0 if prebuild(config, args.module) else 1
+    return 0 if prebuild(config, args.module)["ok"] else 1

@@ -29,7 +29,7 @@ cache, modules = sys.argv[1], sys.argv[2:] or list(jit_prebuild.MODULES)
 config = load_configs([str(ROOT / "config/config.yaml")])
 config["paths"]["cache"] = cache
 started = time.monotonic()
-ok = jit_prebuild.prebuild(config, modules)
+ok = jit_prebuild.prebuild(config, modules)["ok"]
 print(f"prebuild: {time.monotonic() - started:.0f} s wall on {os.cpu_count()} cores, {'all built' if ok else 'FAILED'}")
 env = jit_prebuild.build_env(config)
 for module in modules:

@@ -159,6 +159,14 @@ def test_a_dry_run_on_two_gpus_lists_what_it_leaves_out_and_builds_no_job_for_it
     assert {"resources/models/shapes/llama31_8b", "resources/models/shapes/llama31_8b_fp8",
             "resources/models/shapes/mixtral_8x7b", "resources/datasets/synthetic_sharegpt.json"} <= \
         {f.strip() for f in made.split(",")}
+    # FlashInfer's JIT is a step of the DAG, once, before any vLLM session holds a GPU
+    # (workflow/rules/serve.smk); SGLang builds its own
+    assert jobs.count("rule prebuild_jit:") == 1
+    engine = {name: exp.get("engine") for name, exp in load_config("config/config.yaml")["experiments"].items()}
+    waits = {(re.search(r"experiment=(\S+),", block)[1], ".cache/flashinfer-prebuilt.json" in block.split("output:")[0])
+             for block in sessions}
+    assert waits == {(name, engine[name] == "vllm") for name, _ in waits}
+    assert {"week01", "week13", "week09", "week04_static"} <= {name for name, _ in waits}   # vLLM, SGLang, HF
 
 
 @pytest.mark.parametrize("argv, asked", [

@@ -2,6 +2,7 @@
 where those starts look. The build itself needs flashinfer and nvcc with CUDA's cuRAND
 headers (on a GPU box); here the choice, the environment and the command's answers."""
 import copy
+import json
 import os
 import subprocess
 import sys
@@ -100,3 +101,20 @@ def test_with_no_nvidia_smi_no_architecture_is_named(monkeypatch):
     monkeypatch.setenv("PATH", "/usr/bin:/bin")      # this box: no nvidia-smi
     monkeypatch.delenv("FLASHINFER_CUDA_ARCH_LIST", raising=False)
     assert "FLASHINFER_CUDA_ARCH_LIST" not in jit_prebuild.build_env(course())
+
+
+def test_the_dag_step_runs_alone_and_records_what_it_built(tmp_path):
+    """The rule of workflow/rules/serve.smk, run for real by Snakemake on the GPU check's
+    config: it writes the marker every vLLM session waits on, saying what it built where.
+    Here flashinfer is absent (vLLM's CPU build), so nothing is built and the run goes on."""
+    configs = [str(ROOT / "config/config.yaml"), str(ROOT / "config/gpu-check.yaml")]
+    proc = subprocess.run([sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "-d", str(tmp_path),
+                           "--cores", "1", "--configfile", *configs, "--config", "gpus_here=1",
+                           "gpu_here=NVIDIA H100 80GB HBM3", "--", ".cache/flashinfer-prebuilt.json"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    marker = json.loads((tmp_path / ".cache/flashinfer-prebuilt.json").read_text())
+    assert marker["ok"] is True
+    assert marker["modules"] == {"sampling": "not built: flashinfer not importable"}   # one GPU: no TP
+    assert marker["workspace"].startswith(str(tmp_path / ".cache" / "vllm-"))
+    assert "flashinfer is not importable" in (tmp_path / "logs/prebuild_jit.log").read_text()

@@ -180,7 +180,7 @@ def session_files(wildcards):
 
 
 def session_inputs(wildcards):
-    inputs = {**session_files(wildcards), **start_marker()}
+    inputs = {**session_files(wildcards), **start_marker(), **jit_prebuilt(wildcards)}
     session = (wildcards.experiment, wildcards.server_point)
     if session in ENGINE_HOSTS:
         # after its host, whose job measures its points on the same engine: it then finds

@@ -1,6 +1,33 @@
 # One job per server point. A session's output is a view of the point store
 # (results/{experiment}/store): a rerun caused by a new client point measures
 # only that point.
+from servelab.serve import jit_prebuild
+
+# FlashInfer's JIT modules that the run's vLLM starts would build while holding their GPUs
+# (servelab/serve/jit_prebuild.py): built once per box and cache, before any vLLM session
+# claims a GPU. ancient(): a marker remade reruns no session. Nothing on the CPU.
+JIT_MODULES = [] if config["device"] == "cpu" else jit_prebuild.modules_for(config)
+JIT_MARKER = f"{config['paths']['cache']}/flashinfer-prebuilt.json"
+
+
+def jit_prebuilt(wildcards):
+    if JIT_MODULES and EXPERIMENTS[wildcards.experiment]["engine"] == "vllm":
+        return {"jit_prebuilt": ancient(JIT_MARKER)}
+    return {}
+
+
+rule prebuild_jit:
+    output:
+        JIT_MARKER,
+    params:
+        modules=JIT_MODULES,
+    log:
+        "logs/prebuild_jit.log",
+    priority: 1000   # first: the vLLM sessions wait for it
+    resources:
+        gpu=0,
+    script:
+        "../scripts/prebuild_jit.py"
 
 
 rule session:

@@ -49,24 +49,27 @@ def off(value) -> bool:
     return str(value).strip().lower() in ("0", "false", "no", "off")
 
 
-def modules_for(config: dict) -> list[str]:
-    """The modules the run's vLLM starts build: `sampling` unless every vLLM experiment
-    turns FlashInfer's sampler off; `trtllm_comm` where a vLLM server point has
-    tensor parallelism under the trtllm all-reduce backend."""
+def point_modules(config: dict, exp: dict, knobs: dict) -> list[str]:
+    """The modules one server point's vLLM start builds: `sampling` unless FlashInfer's
+    sampler is off in its environment; `trtllm_comm` where it has tensor parallelism
+    under the trtllm all-reduce backend. None for other engines."""
+    if exp.get("engine") != "vllm" or not exp.get("server"):
+        return []
     engine_env = (config.get("engines", {}).get("vllm") or {}).get("env") or {}
-    needed: list[str] = []
-    for name in enabled_experiments(config):
-        exp = config["experiments"].get(name) or {}
-        if exp.get("engine") != "vllm" or not exp.get("server"):
-            continue
-        for knobs in server_points(exp).values():
-            env = {**engine_env, **(exp["server"].get("env") or {}), **point_env(knobs)}
-            if not off(env.get("VLLM_USE_FLASHINFER_SAMPLER", "1")) and "sampling" not in needed:
-                needed.append("sampling")
-            tp = int(knobs.get("tensor_parallel_size") or 1)
-            if (tp > 1 and str(env.get("VLLM_FLASHINFER_ALLREDUCE_BACKEND")) == "trtllm"
-                    and "trtllm_comm" not in needed):
-                needed.append("trtllm_comm")
+    env = {**engine_env, **(exp["server"].get("env") or {}), **point_env(knobs)}
+    needed = []
+    if not off(env.get("VLLM_USE_FLASHINFER_SAMPLER", "1")):
+        needed.append("sampling")
+    if int(knobs.get("tensor_parallel_size") or 1) > 1 and str(env.get("VLLM_FLASHINFER_ALLREDUCE_BACKEND")) == "trtllm":
+        needed.append("trtllm_comm")
+    return needed
+
+
+def modules_for(config: dict) -> list[str]:
+    """The modules the run's vLLM starts build, over every server point of its experiments."""
+    needed = {module for name in enabled_experiments(config)
+              for knobs in server_points(config["experiments"].get(name) or {}).values()
+              for module in point_modules(config, config["experiments"].get(name) or {}, knobs)}
     return [m for m in MODULES if m in needed]
 
 

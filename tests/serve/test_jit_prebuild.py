@@ -110,11 +110,11 @@ def test_the_dag_step_runs_alone_and_records_what_it_built(tmp_path):
     configs = [str(ROOT / "config/config.yaml"), str(ROOT / "config/gpu-check.yaml")]
     proc = subprocess.run([sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "-d", str(tmp_path),
                            "--cores", "1", "--configfile", *configs, "--config", "gpus_here=1",
-                           "gpu_here=NVIDIA H100 80GB HBM3", "--", ".cache/flashinfer-prebuilt.json"],
+                           "gpu_here=NVIDIA H100 80GB HBM3", "--", ".cache/flashinfer-prebuilt/sampling.json"],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    marker = json.loads((tmp_path / ".cache/flashinfer-prebuilt.json").read_text())
+    marker = json.loads((tmp_path / ".cache/flashinfer-prebuilt/sampling.json").read_text())
     assert marker["ok"] is True
-    assert marker["modules"] == {"sampling": "not built: flashinfer not importable"}   # one GPU: no TP
+    assert marker["modules"] == {"sampling": "not built: flashinfer not importable"}
     assert marker["workspace"].startswith(str(tmp_path / ".cache" / "vllm-"))
-    assert "flashinfer is not importable" in (tmp_path / "logs/prebuild_jit.log").read_text()
+    assert "flashinfer is not importable" in (tmp_path / "logs/prebuild_jit/sampling.log").read_text()

@@ -4,25 +4,25 @@
 from servelab.serve import jit_prebuild
 
 # FlashInfer's JIT modules that the run's vLLM starts would build while holding their GPUs
-# (servelab/serve/jit_prebuild.py): built once per box and cache, before any vLLM session
-# claims a GPU. ancient(): a marker remade reruns no session. Nothing on the CPU.
-JIT_MODULES = [] if config["device"] == "cpu" else jit_prebuild.modules_for(config)
-JIT_MARKER = f"{config['paths']['cache']}/flashinfer-prebuilt.json"
+# (servelab/serve/jit_prebuild.py): each built once per box and cache, before a vLLM
+# session that needs it claims a GPU. ancient(): a marker remade reruns no session. None on the CPU.
+JIT_MARKER = f"{config['paths']['cache']}/flashinfer-prebuilt/{{module}}.json"
 
 
 def jit_prebuilt(wildcards):
-    if JIT_MODULES and EXPERIMENTS[wildcards.experiment]["engine"] == "vllm":
-        return {"jit_prebuilt": ancient(JIT_MARKER)}
-    return {}
+    if config["device"] == "cpu":
+        return {}
+    modules = jit_prebuild.point_modules(config, EXPERIMENTS[wildcards.experiment], server_knobs(wildcards))
+    return {f"jit_{module}": ancient(JIT_MARKER.format(module=module)) for module in modules}
 
 
 rule prebuild_jit:
     output:
         JIT_MARKER,
-    params:
-        modules=JIT_MODULES,
+    wildcard_constraints:
+        module=names_regex(jit_prebuild.MODULES),
     log:
-        "logs/prebuild_jit.log",
+        "logs/prebuild_jit/{module}.log",
     priority: 1000   # first: the vLLM sessions wait for it
     resources:
         gpu=0,

@@ -1,5 +1,5 @@
-"""Rule prebuild_jit: FlashInfer's JIT modules built before any session holds a GPU;
-the marker records what was built where (a failed build leaves it to the starts)."""
+"""Rule prebuild_jit: one FlashInfer JIT module built before a session that needs it holds a
+GPU; the marker records what was built where (a failed build leaves it to the starts)."""
 import json
 import sys
 
@@ -8,7 +8,7 @@ from servelab.run.joblog import tee_stderr
 from servelab.serve import jit_prebuild
 
 with tee_stderr(snakemake.log[0]):
-    done = jit_prebuild.prebuild(snakemake.config, snakemake.params.modules,
+    done = jit_prebuild.prebuild(snakemake.config, [snakemake.wildcards.module],
                                  progress=lambda line: print(line, file=sys.stderr, flush=True))
 with atomic_path(snakemake.output[0]) as tmp:
     tmp.write_text(json.dumps(done, indent=1) + "\n")

@@ -1,6 +1,16 @@
 # Tidy tables and figures, from the saved benchmark JSON.
 
 
+def figure_tables(wildcards):
+    """The experiment's metrics table, then those of the experiments the figure joins."""
+    spec = figure_spec(wildcards)
+    return [f"results/{name}/metrics.csv" for name in [wildcards.experiment, *spec.get("also_from", [])]]
+
+
+def figure_spec(wildcards):
+    return EXPERIMENTS[wildcards.experiment]["figures"][wildcards.figure]
+
+
 rule metrics_table:
     input:
         views=session_views,

@@ -4,6 +4,35 @@
 # Measurements are never cached that way: the cache does not know the hardware.
 
 
+def model_shape(wildcards):
+    return config["models"][wildcards.model]["shape"]
+
+
+def tiny_recipe(wildcards):
+    return config["models"][wildcards.model]["tiny"]
+
+
+def hub_model(wildcards):
+    return config["models"][wildcards.model]
+
+
+def dataset_spec(wildcards):
+    return config["datasets"][wildcards.dataset]
+
+
+# On a GPU box checked with dummy weights, every session waits until every model and dataset
+# of the run is made (seconds): the scheduler's first choice is then among all sessions, and
+# the widest (highest priority) takes the empty box. Sessions made ready one model at a time
+# let a Mixtral's TP 2 pair and a P/D pair take the units a TP 4 session needed, which then
+# ran last, after the others drained (4x H100, 2026-11-27). ancient(): a marker remade
+# for a new model reruns no session.
+RUN_INPUTS_MARKER = f"{MODELS_DIR}/.run-inputs-made"
+
+
+def run_inputs(wildcards=None):
+    return PLAN.run_inputs()
+
+
 rule tiny_model:
     output:
         directory(f"{MODELS_DIR}/{{model}}"),
@@ -105,7 +134,7 @@ rule generated_eval_task:
 
 rule run_inputs_made:
     # every session's model and dataset made: on a GPU box's dummy-weights check the
-    # sessions start together from here, widest first (common.smk, RUN_INPUTS_MARKER)
+    # sessions start together from here, widest first (RUN_INPUTS_MARKER above)
     localrule: True
     input:
         run_inputs,

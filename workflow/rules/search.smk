@@ -94,7 +94,7 @@ def confirm_params(wildcards):
     name, sp = wildcards.experiment, wildcards.server_point
     search = EXPERIMENTS[name]["search"]
     entry = next(c for c in search_rounds(name)[-1]["confirm"] if c["server_point"] == sp)
-    params = params_of(name, sp)
+    params = PLAN.params(name, sp)
     return {**params, "load_search": None,
             "client_points": [{**params["client_points"][0], search["load"]["knob"]: entry["load"]}],
             "measurement": {**params["measurement"], "repeats": search_confirm.repeats(search), "drift_check": False}}

@@ -16,6 +16,60 @@ def jit_prebuilt(wildcards):
     return {f"jit_{module}": ancient(JIT_MARKER.format(module=module)) for module in modules}
 
 
+def sessions_start_together():
+    return config["device"] != "cpu" and bool(config.get("dummy_weights"))
+
+
+def start_marker():
+    return {"run_inputs": ancient(RUN_INPUTS_MARKER)} if sessions_start_together() else {}
+
+
+def session_files(wildcards):
+    return PLAN.files(wildcards.experiment, wildcards.server_point)
+
+
+def session_inputs(wildcards):
+    inputs = {**session_files(wildcards), **start_marker(), **jit_prebuilt(wildcards)}
+    session = (wildcards.experiment, wildcards.server_point)
+    if session in ENGINE_HOSTS:
+        # after its host, whose job measures its points on the same engine: it then finds
+        # nothing to measure. Not ancient(): Snakemake would then skip the guest's own
+        # params check whenever its host reruns (a guest's change reruns both).
+        inputs["engine_host"] = "results/{}/sessions/{}.json".format(*ENGINE_HOSTS[session])
+    inputs["guest_files"] = [f for g in PLAN.guests_of(session) for f in PLAN.guest_files(*g).values() if f]
+    return inputs
+
+
+def session_params(wildcards):
+    return PLAN.session_params(wildcards.experiment, wildcards.server_point)
+
+
+def retry_failed_points(wildcards):
+    """True for a session whose view holds failed points when `retry_failed` is set:
+    its params change, so Snakemake reruns it (and only it)."""
+    view = f"results/{wildcards.experiment}/sessions/{wildcards.server_point}.json"
+    return bool(config["retry_failed"] and failure.failed_records([view]))
+
+
+def session_conda_env(wildcards):
+    """The engine's environment (HF transformers runs in vLLM's: same torch)."""
+    engine = EXPERIMENTS[wildcards.experiment]["engine"]
+    name = "sglang" if engine == "sglang" else "vllm"
+    return os.path.join(workflow.basedir, "envs", f"{name}.yaml")
+
+
+def gpus_for(wildcards):
+    return PLAN.gpus(wildcards.experiment, wildcards.server_point)
+
+
+def session_priority(wildcards):
+    return PLAN.priority(wildcards.experiment, wildcards.server_point)
+
+
+def session_runtime(wildcards):
+    return PLAN.runtime(wildcards.experiment, wildcards.server_point)
+
+
 rule prebuild_jit:
     output:
         JIT_MARKER,
@@ -23,9 +77,7 @@ rule prebuild_jit:
         module=names_regex(jit_prebuild.MODULES),
     log:
         "logs/prebuild_jit/{module}.log",
-    priority: 1000   # first: the vLLM sessions wait for it
-    resources:
-        gpu=0,
+    priority: 1000   # first: the vLLM sessions wait for it (no `gpu` resource: it holds none)
     script:
         "../scripts/prebuild_jit.py"
 

@@ -32,12 +32,6 @@ def test_the_check_warns_where_the_point_moved_and_only_there(row):
     assert bool(warning) == moved(row)
 
 
-def test_the_calibration_spans_both_sides_of_the_threshold():
-    verdicts = {r["condition"]: moved(r) for r in CALIBRATION["rows"]}
-    assert not verdicts["3 neighbour(s)"] and not verdicts["32 CPU hog(s)"]
-    assert verdicts["56 CPU hog(s)"] and verdicts["64 CPU hog(s)"]
-
-
 def test_no_row_of_the_run_beside_it_is_warned_and_the_plan_matches():
     """week01, week13 TP 1/2/4, week16 P/D and its baseline side by side on the four GPUs:
     26 of 37 such rows were warned of outside load before the check was calibrated."""

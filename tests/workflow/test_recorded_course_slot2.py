@@ -14,43 +14,6 @@ from servelab.serve import server_log
 ROOT = Path(__file__).parents[2]
 RUN = ROOT / "tests/data/recorded_gpu/h100x4_20261127f"
 LOG = (RUN / "run.log").read_text()
-SESSION = re.compile(r"^\[servelab (\d\d:\d\d:\d\d)\] (\w+/\S+): (?:.* (\d+) already measured, (\d+) to measure"
-                     r"|load search .*, (\d+) already measured, done)", re.MULTILINE)
-
-
-def sessions() -> dict[str, int]:
-    """Each session's points left to measure, as it said when it began."""
-    return {m[2]: int(m[4]) if m[4] is not None else 0 for m in SESSION.finditer(LOG)}
-
-
-def started(session: str) -> bool:
-    return f"] {session}: 1 process(es) starting" in LOG or f"] {session}: 2 process(es) starting" in LOG
-
-
-def test_the_first_slots_points_resume_without_an_engine():
-    assert "servelab run-what-fits: on 4 GPU(s) (NVIDIA H100 80GB HBM3): runs 29 experiment(s), " \
-           "66 server point(s); leaves out 1:" in LOG
-    left = sessions()
-    done = [s for s, n in left.items() if n == 0]
-    assert len(done) == 22                                   # ended in the first slot
-    assert not [s for s in done if started(s)]               # no engine for what the store holds
-    # cut off mid-session in the first slot: only the missing point is measured again
-    assert left["week11/speculative_config=none"] == 1
-    # never started in the first slot: every point
-    assert left["week13/tensor_parallel_size=4"] == 3 and left["week13/tensor_parallel_size=1"] == 3
-
-
-def test_the_widest_session_claims_the_empty_box_first():
-    """The sessions wait for every model of the run, then start together; the TP 1 jobs
-    finding all four GPUs free wait out the start grace, so the TP 4 claims them (the first
-    slot's run never started it in 23.5 minutes)."""
-    claims = re.findall(r"^\[servelab (\S+)\] GPU\(s\) (\S+) of 0,1,2,3 claimed for this job", LOG, re.MULTILINE)
-    assert claims[0] == ("18:46:09", "0,1,2,3")
-    first_start = re.search(r"^\[servelab \S+\] (\S+): \d process\(es\) starting", LOG, re.MULTILINE)[1]
-    assert first_start == "week13/tensor_parallel_size=4"
-    # the narrower sessions launched beside it waited, holding no GPU, until it was done
-    assert "still waiting: holding none of the 1 GPU(s) it needs" in LOG
-    assert len(claims) == 1
 
 
 def test_the_tp4_start_on_a_fresh_box_waited_mostly_for_flashinfers_jit():

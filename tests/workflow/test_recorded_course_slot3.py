@@ -9,7 +9,6 @@ experiments have their tables, every row valid."""
 import re
 from pathlib import Path
 
-import pandas as pd
 
 from helpers import recorded_run
 from servelab.run import timing
@@ -18,7 +17,6 @@ from servelab.serve import server_log
 ROOT = Path(__file__).parents[2]
 RUN = ROOT / "tests/data/recorded_gpu/h100x4_20261128g"
 SLOT2 = ROOT / "tests/data/recorded_gpu/h100x4_20261127f"
-LOG = (RUN / "run.log").read_text()
 TIMINGS, TABLES = recorded_run.timings(RUN), recorded_run.tables(RUN)
 RUN_WALL_S = 893   # 03:25:17 (Snakemake's start) to 03:40:10 (the last returned poll's pack)
 TP4 = "logs/week13.tensor_parallel_size=4.server.log"
@@ -26,16 +24,6 @@ TP4 = "logs/week13.tensor_parallel_size=4.server.log"
 
 def tp4_facts(run: Path) -> dict:
     return server_log.facts((run / TP4).read_text())
-
-
-def test_the_jit_modules_were_built_before_the_run_holding_no_gpu():
-    log = (RUN / "logs/jit-prebuild.log").read_text()
-    built = dict(re.findall(r"^servelab prebuild-jit:   (\w+): built: (\d+) s", log, re.MULTILINE))
-    assert set(built) == {"sampling", "trtllm_comm"}
-    assert "servelab prebuild-jit: done in 243 s" in log
-    # the run began while trtllm_comm was still building: its first TP 4 start waited on
-    # FlashInfer's lock in its own start-up, not for a build of its own
-    assert "Date: 2026-11-28 03:25:17" in LOG and log.rstrip().endswith("03:25:50 end")
 
 
 def test_the_tp4_start_found_the_all_reduce_fusion_and_the_sampler_built():
@@ -49,35 +37,6 @@ def test_the_tp4_start_found_the_all_reduce_fusion_and_the_sampler_built():
     assert tp4["startup_jit_s"] == now["startup_allreduce_fusion_s"] + now["startup_warmup_s"]
     # what is left of the 184 s: the imports and the front end (77 s), the engine's own init
     assert now["startup_imports_s"] + now["startup_frontend_s"] > 70
-
-
-def test_no_vllm_start_waited_for_a_jit_build():
-    vllm = [t for t in TIMINGS if "compile" in t and not t.get("shared_engine")]
-    assert len(vllm) == 17
-    assert max(t.get("startup_jit_s", 0) for t in vllm if t["gpus"] != ["0", "1", "2", "3"]) <= 4
-    rows = pd.concat(TABLES.values())
-    measured_here = rows[rows["startup_warmup_s"].notna()]
-    assert len(measured_here) and measured_here["startup_warmup_s"].max() <= 10
-
-
-def test_the_first_slots_points_resumed_and_the_rest_started():
-    """25 sessions of the first slot said "0 to measure" and started no engine; 24 starts."""
-    done = re.findall(r"\] (\w+/\S+): .*already measured, 0 to measure", LOG)
-    assert len(done) == 25
-    assert not [s for s in done if f"] {s}: 1 process(es) starting" in LOG]
-    assert len(re.findall(r"\] \S+: \d process\(es\) starting", LOG)) == 24
-
-
-def test_two_slots_give_22_tables_every_row_valid_both_engines():
-    rows = pd.concat(TABLES.values())
-    assert len(TABLES) == 22 and len(rows) == 105 and rows["valid"].all()
-    assert {"0.26.0", "0.5.17"} <= set(rows["engine_version"].astype(str))
-    # week 13 whole on one box: TP 1 and 4 from this slot, TP 2 from the first
-    week13 = TABLES["week13"]
-    assert sorted(week13["tensor_parallel_size"].unique()) == [1, 2, 4]
-    flat_out = week13[week13["request_rate"].astype(str) == "inf"].set_index("tensor_parallel_size")
-    tps = flat_out["output_throughput_tps"]
-    assert tps[1] < tps[2] < tps[4]
 
 
 def test_the_run_line_of_the_ended_sessions():

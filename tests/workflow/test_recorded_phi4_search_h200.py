@@ -20,7 +20,6 @@ import pytest
 from servelab.search import confirm, outcome
 
 RUN = Path(__file__).parents[2] / "tests/data/recorded_gpu/h200x2_20261128_phi4"
-LOG = (RUN / "run.log").read_text()
 SEARCH, HAND = "study_phi4_search", "study_phi4_hand"
 
 
@@ -54,12 +53,6 @@ def test_the_search_ran_its_rounds_on_two_gpus_and_measured_its_frontier_again()
     assert all(len(v["goodput_tps"]) == 3 for v in c["configs"].values())
     # the hand-tuned grid: its four corners, one round
     assert best(HAND)["launches"] == 4 and best(HAND)["strategy"] == "grid"
-
-
-def test_the_run_line_and_its_box():
-    assert "on 2 GPU(s) (0,1): start-ups + benchmark runs 1198 GPU-s / 2 = 599s, run wall / that = 1.142" in LOG
-    assert "all: 15 session(s)" in LOG and "starts 13 cold, 2 warm (compile gate)" in LOG
-    assert "vllm-0.26.0_torch-2.11.0_NVIDIA_H200" in (RUN / "jit-prebuild.log").read_text()
 
 
 def test_what_the_run_crowned_at_128_req_s_was_a_burst_that_the_judge_now_refuses():

@@ -25,7 +25,7 @@ def mean_ci95(values: list[float]) -> tuple[float, float | None]:
     return mean, t95(len(values) - 1) * statistics.stdev(values) / math.sqrt(len(values))
 
 
-def welch(mean_a: float, se_a: float, n_a: int, mean_b: float, se_b: float, n_b: int) -> tuple[float, float]:
+def welch(mean_a: float, se_a: float, n_a: int, mean_b: float, *, se_b: float, n_b: int) -> tuple[float, float]:
     """Difference b - a and the half-width of its 95 % interval (Welch-Satterthwaite dof)."""
     se = math.sqrt(se_a ** 2 + se_b ** 2)
     if se == 0:

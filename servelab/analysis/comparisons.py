@@ -71,7 +71,7 @@ def compare_rows(base: pd.Series, other: pd.Series, metric: str) -> dict:
     se_a, se_b = standard_error(base, metric), standard_error(other, metric)
     if se_a is None or se_b is None:
         return {**out, "verdict": NOT_TWICE}
-    diff, half = welch(mean_a, se_a, out["repeats_baseline"], mean_b, se_b, out["repeats"])
+    diff, half = welch(mean_a, se_a, out["repeats_baseline"], mean_b, se_b=se_b, n_b=out["repeats"])
     low, high = 100 * (diff - half) / mean_a, 100 * (diff + half) / mean_a
     return {**out, "ci95_low_pct": low, "ci95_high_pct": high, "detectable_pct": 100 * half / abs(mean_a),
             "verdict": verdict(low, high, better_when)}

@@ -33,7 +33,7 @@ def step_time_s(weight_bytes: float, params: float, tokens: int, spec: dict) -> 
     return max(memory, compute)
 
 
-def batch_latency_s(weight_bytes: float, dtype: str | None, batch: int, input_len: int, output_len: int,
+def batch_latency_s(weight_bytes: float, dtype: str | None, batch: int, input_len: int, *, output_len: int,
                     spec: dict) -> float:
     """Lower bound of `vllm bench latency`'s time for one batch: prefill + decode steps."""
     params = weight_bytes / BYTES_PER_PARAM.get(dtype or "bfloat16", 2)
@@ -51,7 +51,7 @@ def theory_columns(row: dict, model: dict | None, gpu_names: list[str]) -> dict:
     params = model["weight_bytes"] / BYTES_PER_PARAM.get(model.get("dtype") or "bfloat16", 2)
     return {
         "theory_latency_s": batch_latency_s(model["weight_bytes"], model.get("dtype"), int(row["batch_size"]),
-                                            int(row["input_len"]), int(row["output_len"]), spec),
+                                            int(row["input_len"]), output_len=int(row["output_len"]), spec=spec),
         "theory_decode_step_ms": 1e3 * step_time_s(model["weight_bytes"], params, int(row["batch_size"]), spec),
     }
 

@@ -50,7 +50,7 @@ def met_slo(df: pd.DataFrame, slo: dict) -> pd.Series:
         if not slo_check.judge(slo, {k: v for k, v in bench.items() if pd.notna(v)})[0]:
             return False
         return slo_check.not_held(number(row, "request_rate"), *checks.arrivals(row), number(row, "e2el_p50_ms"),
-                                  number(row, "ttft_trend")) is None
+                                  trend=number(row, "ttft_trend")) is None
     return df.apply(one, axis=1) if len(df) else pd.Series(dtype=bool)
 
 
@@ -167,7 +167,7 @@ def pareto_figure(df: pd.DataFrame, search: dict, out: str | Path, footer: str =
 
 
 def draw_all(metrics_csv: str | Path, tried_csv: str | Path, best: dict, search: dict,
-             outs: dict[str, str | Path]) -> None:
+             *, outs: dict[str, str | Path]) -> None:
     df, tried = pd.read_csv(metrics_csv), pd.read_csv(tried_csv)
     footer = hardware_footer(df)
     goodput_figure(tried, best, outs["goodput"], footer)

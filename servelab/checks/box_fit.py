@@ -115,7 +115,7 @@ def decide(config: dict, box: Box, has=environment.importable, which=shutil.whic
             if why is None and gpu:
                 why = gpu_reason(topology_gpus(knobs, exp.get("topology")), box)
             if why is None and gpu and box.gpu_memory_gib:
-                plan = point_plan(config, exp, knobs, box.gpu_name, box.gpu_memory_gib)
+                plan = point_plan(config, exp, knobs, box.gpu_name, memory_gib=box.gpu_memory_gib)
                 why = None if plan is None or plan.fits else f"does not fit one {box.gpu_name}: {plan.why}"
             if why:
                 points[sp] = why

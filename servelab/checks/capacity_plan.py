@@ -64,7 +64,7 @@ def plan_lines(config: dict, memory: tuple[str, float, str, int | None]) -> tupl
         for sp, knobs in server_points(exp).items():
             model = point_model(exp, knobs)
             where = f"{exp_name} [{sp}]"
-            plan = capacity.point_plan(config, exp, knobs, name, gib, device)
+            plan = capacity.point_plan(config, exp, knobs, name, memory_gib=gib, device=device)
             if plan is None:
                 lines.append(f"{where}: {model} has no shape here (models.{model}.shape, or fetch it first): not planned")
                 continue

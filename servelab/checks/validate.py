@@ -31,7 +31,7 @@ class Problem:
         return f"{self.experiment} [{self.point}] {self.command}: {self.message}"
 
 
-def check_offline(name: str, exp: dict, config: dict, parser, models: dict[str, str]) -> list[Problem]:
+def check_offline(name: str, exp: dict, config: dict, parser, *, models: dict[str, str]) -> list[Problem]:
     from servelab.engines.registry import ENGINES
 
     from servelab.serve.monitors import profiler_knobs
@@ -45,8 +45,8 @@ def check_offline(name: str, exp: dict, config: dict, parser, models: dict[str, 
             client = {**bench_knobs(client), **({"profile": True} if profiling else {})}
             cmd = ENGINES[exp["engine"]].offline_command(exp["tool"], "MODEL", {**engine_flags(knobs), **profiling},
                                                          client,
-                                                         builtin or "sharegpt", None if builtin else "d.json",
-                                                         "o.json")
+                                                         dataset_name=builtin or "sharegpt", dataset_path=None if builtin else "d.json",
+                                                         out_json="o.json")
             msg = parse_or_message(parse, cmd[cmd.index(after) + 1:])
             if msg:
                 problems.append(Problem(name, f"{sp} {point_id(client)}", f"{exp['engine']} {exp['tool']}",
@@ -80,7 +80,7 @@ def check_eval(name: str, exp: dict, parsers: LMEvalParsers) -> list[Problem]:
 
     spec = exp["eval"]
     where = (name, "eval")
-    cmd = lm_eval_client.command(spec, "served", 8000, "MODEL", "/tmp/out", None)
+    cmd = lm_eval_client.command(spec, "served", 8000, "MODEL", out_dir="/tmp/out", include_path=None)
     problems = []
     msg = parse_or_message(parsers.parse, cmd[cmd.index("lm_eval") + 1:])
     if msg:
@@ -133,7 +133,7 @@ def local_drafts(knobs: dict, models: dict[str, str]) -> dict | None:
     return {**knobs, "speculative_config": {**spec, "model": models[spec["model"]]}}
 
 
-def engine_config_problems(name: str, sp: str, exp: dict, knobs: dict, parser, models: dict[str, str],
+def engine_config_problems(name: str, sp: str, exp: dict, knobs: dict, *, parser, models: dict[str, str],
                            profiling: dict) -> list[Problem]:
     """The engine's own config checks of one server point's processes (vLLM only; a model
     or draft whose config.json is not known here is not checked)."""
@@ -168,7 +168,7 @@ def check_commands(config: dict, engines: list[str] | None, models: dict[str, st
             key = (exp["engine"], exp["tool"])
             if key not in parsers:
                 parsers[key] = offline_parser(*key)
-            problems += check_offline(name, exp, config, parsers[key], models)
+            problems += check_offline(name, exp, config, parsers[key], models=models)
             continue
         engine = ENGINES[exp["engine"]]
         if exp["engine"] not in parsers:
@@ -185,12 +185,12 @@ def check_commands(config: dict, engines: list[str] | None, models: dict[str, st
                     msg = parse_or_message(parser.serve, parser.server_argv(cmd))
                 if msg:
                     problems.append(Problem(name, sp, f"{engine.name} {role}", with_engine_version(exp["engine"], msg)))
-            problems += engine_config_problems(name, sp, exp, knobs, parser, models, profiling)
+            problems += engine_config_problems(name, sp, exp, knobs, parser=parser, models=models, profiling=profiling)
         builtin = config["datasets"][exp["dataset"]].get("builtin")
         for knobs in all_client_points(exp):
             knobs = {**bench_knobs(knobs), **({"profile": True} if profiling else {})}
             argv = engine.client_args("MODEL", "served", 8000, builtin or "sharegpt",
-                                      None if builtin else "data.json", knobs, "/tmp")
+                                      dataset_path=None if builtin else "data.json", knobs=knobs, out_dir="/tmp")
             msg = parse_or_message(parser.client, argv)
             if msg:
                 problems.append(Problem(name, point_id(knobs), f"{engine.name} benchmark client",

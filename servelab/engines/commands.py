@@ -50,7 +50,7 @@ def vllm_serve_command(model: str, port: int, knobs: dict, served_name: str | No
 
 
 def vllm_bench_serve_args(model: str, served_name: str, port: int, dataset_name: str,
-                          dataset_path: str | None, knobs: dict, result_dir: str,
+                          *, dataset_path: str | None, knobs: dict, result_dir: str,
                           result_file: str) -> list[str]:
     """Arguments of `vllm bench serve` for one client point, saving its JSON result."""
     dataset = ["--dataset-name", dataset_name] + (["--dataset-path", dataset_path] if dataset_path else [])
@@ -68,7 +68,7 @@ def vllm_bench_serve_args(model: str, served_name: str, port: int, dataset_name:
 
 
 def vllm_offline_args(tool: str, model: str, engine_knobs: dict, client_knobs: dict,
-                      dataset_name: str, dataset_path: str | None, out_json: str) -> list[str]:
+                      *, dataset_name: str, dataset_path: str | None, out_json: str) -> list[str]:
     """The arguments of `vllm bench throughput|latency` (the engine runs in the benchmark's process)."""
     dataset = []
     if tool == "throughput":
@@ -77,10 +77,10 @@ def vllm_offline_args(tool: str, model: str, engine_knobs: dict, client_knobs: d
 
 
 def vllm_offline_command(tool: str, model: str, engine_knobs: dict, client_knobs: dict,
-                         dataset_name: str, dataset_path: str | None, out_json: str) -> list[str]:
+                         *, dataset_name: str, dataset_path: str | None, out_json: str) -> list[str]:
     """The standalone `vllm bench throughput|latency` of one point."""
     return [sys.executable, "-m", "servelab.engines.vllm_cli", "bench", tool,
-            *vllm_offline_args(tool, model, engine_knobs, client_knobs, dataset_name, dataset_path, out_json)]
+            *vllm_offline_args(tool, model, engine_knobs, client_knobs, dataset_name=dataset_name, dataset_path=dataset_path, out_json=out_json)]
 
 
 def shell_line(cmd: list[str]) -> str:

@@ -44,7 +44,7 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def random_requests(n: int, input_len: int, output_len: int, ratio: float, vocab: int,
+def random_requests(n: int, input_len: int, output_len: int, ratio: float, *, vocab: int,
                     seed: int) -> list[tuple[list[int], int]]:
     """(prompt ids, output length) pairs with lengths uniform around the means."""
     if not 0 <= ratio < 1:
@@ -83,7 +83,7 @@ def batches(requests: list, size: int):
 
 
 def run_static(model, requests: list[tuple[list[int], int]], batch_size: int, pad_id: int,
-               progress=print) -> dict:
+               *, progress=print) -> dict:
     import torch
 
     device = next(model.parameters()).device
@@ -155,7 +155,7 @@ def benchmark(args, model, tokenizer, device) -> dict:
         requests = sharegpt_requests(args.dataset_path, args.num_prompts, tokenizer, args.seed)
     else:
         requests = random_requests(args.num_prompts, args.random_input_len, args.random_output_len,
-                                   args.random_range_ratio, model.config.vocab_size, args.seed)
+                                   args.random_range_ratio, vocab=model.config.vocab_size, seed=args.seed)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (tokenizer.eos_token_id or 0)
     result = run_static(model, requests, args.batch_size, pad_id,
                         progress=lambda m: print(m, file=sys.stderr, flush=True))

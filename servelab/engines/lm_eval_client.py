@@ -22,7 +22,7 @@ def model_args_string(served_name: str, port: int, tokenizer: str, extra: dict) 
     return ",".join(f"{k}={v}" for k, v in {**base, **extra}.items())
 
 
-def command(spec: dict, served_name: str, port: int, tokenizer: str, out_dir: str,
+def command(spec: dict, served_name: str, port: int, tokenizer: str, *, out_dir: str,
             include_path: str | None) -> list[str]:
     """`lm_eval run` for an experiment's `eval` section {tasks, args, model_args}."""
     cmd = [sys.executable, "-m", "lm_eval", "run", "--model", "local-completions",

@@ -92,7 +92,7 @@ def write_plan(path: str | Path, points: list[tuple[str, list[str]]]) -> None:
 
 
 def run_plan(points: list[dict], status_path: str | Path, cache: EngineCache,
-             run_point: Callable[[list[str]], None], started: float | None = None) -> int:
+             run_point: Callable[[list[str]], None], *, started: float | None = None) -> int:
     """Run every point with `run_point(argv)` (which gets its engine from `cache`); return
     the number that failed. A failing point is reported and the run goes on. `started`:
     when the runner's start-up began (default: its imports'; a pre-started runner's: its grant)."""

@@ -33,9 +33,9 @@ class VLLM:
     def serve_command(self, model: str, port: int, knobs: dict, served_name: str) -> list[str]:
         return commands.vllm_serve_command(model, port, knobs, served_name)
 
-    def client_args(self, model, served_name, port, dataset_name, dataset_path, knobs, out_dir) -> list[str]:
-        return commands.vllm_bench_serve_args(model, served_name, port, dataset_name, dataset_path,
-                                              knobs, str(out_dir), "bench.json")
+    def client_args(self, model, served_name, port, dataset_name, *, dataset_path, knobs, out_dir) -> list[str]:
+        return commands.vllm_bench_serve_args(model, served_name, port, dataset_name, dataset_path=dataset_path,
+                                              knobs=knobs, result_dir=str(out_dir), result_file="bench.json")
 
     def client(self, env: dict | None = None):
         """`vllm bench serve` in this process (the job's environment)."""
@@ -46,16 +46,16 @@ class VLLM:
     def read_result(self, out_dir: Path) -> dict:
         return json.loads((Path(out_dir) / "bench.json").read_text())
 
-    def offline_command(self, tool, model, engine_knobs, client_knobs, dataset_name, dataset_path,
+    def offline_command(self, tool, model, engine_knobs, client_knobs, *, dataset_name, dataset_path,
                         out_json) -> list[str]:
         """One point's standalone benchmark (provenance; what the plan's argv mean)."""
-        return commands.vllm_offline_command(tool, model, engine_knobs, client_knobs, dataset_name,
-                                             dataset_path, out_json)
+        return commands.vllm_offline_command(tool, model, engine_knobs, client_knobs, dataset_name=dataset_name,
+                                             dataset_path=dataset_path, out_json=out_json)
 
-    def offline_args(self, tool, model, engine_knobs, client_knobs, dataset_name, dataset_path,
+    def offline_args(self, tool, model, engine_knobs, client_knobs, *, dataset_name, dataset_path,
                      out_json) -> list[str]:
-        return commands.vllm_offline_args(tool, model, engine_knobs, client_knobs, dataset_name,
-                                          dataset_path, out_json)
+        return commands.vllm_offline_args(tool, model, engine_knobs, client_knobs, dataset_name=dataset_name,
+                                          dataset_path=dataset_path, out_json=out_json)
 
     def offline_plan_command(self, tool: str, plan: str, status: str) -> list[str]:
         """Many points on one engine per engine configuration (servelab.engines.vllm_offline)."""
@@ -88,7 +88,7 @@ class SGLang:
     # as vLLM's `random` does
     client_datasets = {"random": "random-ids"}
 
-    def client_args(self, model, served_name, port, dataset_name, dataset_path, knobs, out_dir) -> list[str]:
+    def client_args(self, model, served_name, port, dataset_name, *, dataset_path, knobs, out_dir) -> list[str]:
         name = self.client_datasets.get(dataset_name, dataset_name) if not dataset_path else dataset_name
         dataset = ["--dataset-name", name] + (["--dataset-path", dataset_path] if dataset_path else [])
         knobs = shared_prefix_groups(dataset_name, knobs)
@@ -154,16 +154,16 @@ class Transformers:
     engine_processes: tuple = ()
     info_path = None
 
-    def offline_args(self, tool, model, engine_knobs, client_knobs, dataset_name, dataset_path,
+    def offline_args(self, tool, model, engine_knobs, client_knobs, *, dataset_name, dataset_path,
                      out_json) -> list[str]:
         dataset = ["--dataset-name", dataset_name] + (["--dataset-path", dataset_path] if dataset_path else [])
         return ["--model", model, *dataset, "--output-json", out_json,
                 *commands.to_flags(engine_knobs), *commands.to_flags(client_knobs)]
 
-    def offline_command(self, tool, model, engine_knobs, client_knobs, dataset_name, dataset_path,
+    def offline_command(self, tool, model, engine_knobs, client_knobs, *, dataset_name, dataset_path,
                         out_json) -> list[str]:
         return [sys.executable, "-m", "servelab.engines.hf_static",
-                *self.offline_args(tool, model, engine_knobs, client_knobs, dataset_name, dataset_path, out_json)]
+                *self.offline_args(tool, model, engine_knobs, client_knobs, dataset_name=dataset_name, dataset_path=dataset_path, out_json=out_json)]
 
     def offline_plan_command(self, tool: str, plan: str, status: str) -> list[str]:
         return [sys.executable, "-m", "servelab.engines.hf_static", "plan", plan, status]

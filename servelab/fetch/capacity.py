@@ -202,7 +202,7 @@ def model_config(config: dict, model: str) -> dict | None:
     return json.loads(path.read_text()) if path.is_file() else None
 
 
-def point_plan(config: dict, exp: dict, knobs: dict, memory_name: str, memory_gib: float,
+def point_plan(config: dict, exp: dict, knobs: dict, memory_name: str, *, memory_gib: float,
                device: str = "gpu") -> PointPlan | None:
     """The capacity plan of one server point of `exp` (an experiment of `config`) on a device of `memory_gib`; None for
     an engine that loads no model of its own or a model whose shape is not known here."""

@@ -17,7 +17,7 @@ from servelab.fetch.tiny_model import corpus_lines
 
 
 def generate_sharegpt(out: str | Path, conversations: int, seed: int,
-                      prompt_words: tuple[int, int], reply_words: tuple[int, int]) -> Path:
+                      prompt_words: tuple[int, int], *, reply_words: tuple[int, int]) -> Path:
     """Write `conversations` human/gpt pairs drawn from the tiny model's corpus."""
     rng = random.Random(seed)
     words = " ".join(corpus_lines(seed, n_lines=2000)).split()

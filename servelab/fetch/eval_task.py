@@ -43,7 +43,7 @@ def base_task_yaml(base: str) -> Path:
     return path
 
 
-def write_task(out_dir: str | Path, name: str, base: str, questions: int, fewshot_pool: int,
+def write_task(out_dir: str | Path, name: str, base: str, questions: int, *, fewshot_pool: int,
                seed: int) -> Path:
     """Write {name}.yaml, test.jsonl and train.jsonl (the few-shot pool) into out_dir."""
     out = Path(out_dir).resolve()

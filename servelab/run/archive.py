@@ -120,7 +120,7 @@ def expected_views(exp_dir: Path, exp: dict) -> list[Path]:
     return [exp_dir / "sessions" / f"{sp}.json" for sp in points]
 
 
-def build(project: Path, config: dict, experiments: list[str], out: Path, allow_dirty: bool = False,
+def build(project: Path, config: dict, experiments: list[str], out: Path, *, allow_dirty: bool = False,
           workflow_dir: Path | None = None) -> dict:
     """Write the archive `out` (a zip); return a summary {files, bytes, commit, dirty}."""
     from rocrate.model.contextentity import ContextEntity
@@ -230,7 +230,7 @@ def rebuild(root: Path, out: Path) -> dict:
             archived = root / "results" / name / "search"
             search_plots.draw_all(out / name / "metrics.csv", archived / "tried.csv",
                                   json.loads((archived / "best.json").read_text()), search,
-                                  {f: out / name / f"search_{f}.png" for f in ("goodput", "frontier", "pareto")})
+                                  outs={f: out / name / f"search_{f}.png" for f in ("goodput", "frontier", "pareto")})
             figures += 3
     return {"tables": len(tables), "rows": sum(len(t) for t in tables.values()), "figures": figures}
 

@@ -56,7 +56,7 @@ class CompileGate:
     claimed, `warmed()` once the engine is healthy, `release()` at the end."""
 
     def __init__(self, directory: Path, key: str, cold_at_once: int | None = None,
-                 poll_s: float = 0.5, progress=print):
+                 poll_s: float = 0.5, *, progress=print):
         self.directory, self.key, self.cold_at_once = Path(directory), key, cold_at_once
         self.poll_s, self.progress = poll_s, progress
         self.handle = None          # the key's lock, held while this start compiles it

@@ -53,7 +53,7 @@ class GpuClaim:
     """Hold `count` of `devices` exclusively (context manager); `.devices` once held."""
 
     def __init__(self, devices: list[str], count: int, lock_dir: Path = LOCK_DIR,
-                 poll_s: float = 2.0, progress=print, start_grace_s: float = 0.0):
+                 poll_s: float = 2.0, *, progress=print, start_grace_s: float = 0.0):
         if count > len(devices):
             raise ValueError(f"the point needs {count} GPU(s); this machine has {len(devices)} "
                              f"({','.join(devices) or 'none'})")

@@ -70,7 +70,7 @@ def decide(entries: list[dict], measured: dict[str, dict]) -> dict:
     (mean_a, se_a), (mean_b, se_b) = summary(measured[top]["goodput"]), summary(measured[runner]["goodput"])
     if se_a is None or se_b is None or not mean_a:
         return {**out, "verdict": "not measured twice", "higher": top}
-    diff, half = welch(mean_a, se_a, len(measured[top]["goodput"]), mean_b, se_b, len(measured[runner]["goodput"]))
+    diff, half = welch(mean_a, se_a, len(measured[top]["goodput"]), mean_b, se_b=se_b, n_b=len(measured[runner]["goodput"]))
     low, high = 100 * (diff - half) / mean_a, 100 * (diff + half) / mean_a
     distinct = not (low <= 0 <= high)
     return {**out, "diff_pct": 100 * diff / mean_a, "ci95_pct": [low, high],

@@ -43,7 +43,7 @@ def launches_left(search: dict, costs: list[float]) -> tuple[int, str]:
     return left, why
 
 
-def plan_round(number: int, search: dict, plans: list[dict], views: list[str], store_dir: str) -> dict:
+def plan_round(number: int, search: dict, plans: list[dict], views: list[str], *, store_dir: str) -> dict:
     """Round `number`'s plan: {round, configs, last_reason, best_so_far, launches and
     server time so far}."""
     found = outcomes(search, views, store_dir)
@@ -52,7 +52,7 @@ def plan_round(number: int, search: dict, plans: list[dict], views: list[str], s
     costs = [found[point_id(config)]["session_s"] for config in configs_tried]
     left, exhausted = launches_left(search, costs)
     configs, why = strategy.next_round(search.get("strategy", "coordinate"), search["space"], tried, left,
-                                       search.get("start"), exhausted)
+                                       start=search.get("start"), exhausted=exhausted)
     best = strategy.best(tried)
     # the last round: the frontier's two configurations are measured again before the summary
     frontier = [] if configs else confirm.frontier(search, tried, found)
@@ -64,7 +64,7 @@ def plan_round(number: int, search: dict, plans: list[dict], views: list[str], s
 
 
 def summary(search: dict, plans: list[dict], views: list[str], store_dir: str,
-            confirm_views: list[str] = ()) -> tuple[list[dict], dict]:
+            *, confirm_views: list[str] = ()) -> tuple[list[dict], dict]:
     """(one row per configuration tried, the best configuration); `confirm_views`: the
     sessions that measured the frontier again (servelab.search.confirm)."""
     found = outcomes(search, views, store_dir)

@@ -94,15 +94,15 @@ def unheld(bench: dict) -> str | None:
         span_s = (len(starts) - 1) / rate if is_rate(rate) and rate > 0 and len(starts) > 1 else None
     steady = steady_window.window(bench)
     if steady is None:
-        return not_held(rate, len(starts), span_s, median_e2e, ttft_trend(bench))
-    if (why := not_held(rate, len(starts), span_s, median_e2e, None)):
+        return not_held(rate, len(starts), span_s, median_e2e, trend=ttft_trend(bench))
+    if (why := not_held(rate, len(starts), span_s, median_e2e, trend=None)):
         return why
     return f"not held: no steady state ({steady['no_steady_state']})" if is_rate(rate) and steady["no_steady_state"] \
         else None
 
 
 def not_held(rate, arrivals: int, span_s: float | None, median_e2e_ms: float | None,
-             trend: float | None) -> str | None:
+             *, trend: float | None) -> str | None:
     """Why a point at a request rate did not hold that rate, or None. Necessary, not
     sufficient: a `burst`, or a last third's TTFT over `TTFT_TREND_LIMIT` times the first
     third's (a queue that grew). A closed-loop point (a concurrency, no rate) is not judged here."""

@@ -37,7 +37,7 @@ def best(tried: list[tuple[dict, float]]) -> dict | None:
 
 
 def next_round(strategy: str, space: dict[str, list], tried: list[tuple[dict, float]], launches_left: int,
-               start: dict | None = None, exhausted: str = "the launch budget is spent") -> tuple[list[dict], str]:
+               *, start: dict | None = None, exhausted: str = "the launch budget is spent") -> tuple[list[dict], str]:
     """(configurations of the next round, why it is the last when it is empty).
     `tried`: [(configuration, goodput)] in the order tried (0 for one with none);
     `exhausted`: the reason given when `launches_left` ends the search."""

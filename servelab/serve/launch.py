@@ -184,7 +184,7 @@ class Launch:
         repeat = (identity or {}).get("repeat", 0)
         return f"{name} (repeat {repeat + 1}/{repeats})" if repeats > 1 and EVAL_KNOB not in knobs else name
 
-    def record(self, key: str, identity: dict, knobs: dict, client_command: str, wall_s: float | None,
+    def record(self, key: str, identity: dict, knobs: dict, client_command: str, *, wall_s: float | None,
                extra: dict | None = None) -> dict:
         return {**point_record(self.spec, key, identity, knobs, session_name=self.session_name,
                                hardware=self.hardware, distributions=self.engine.distributions,
@@ -196,7 +196,7 @@ class Launch:
 
     def save_failure(self, point: Point, failure: "failure.PointFailed") -> None:
         key, knobs, identity = point
-        self.store.save(key, self.record(key, identity, knobs, "", None, {"failure": failure.as_record()}), {})
+        self.store.save(key, self.record(key, identity, knobs, "", wall_s=None, extra={"failure": failure.as_record()}), {})
         log(f"{self.point_name(knobs)}: FAILED ({failure.stage}) {failure.reason}")
 
 

@@ -23,7 +23,7 @@ SERVER_STAGES = ("server start-up", "server exited under load")
 
 class SearchPoints:
     def __init__(self, search: dict, base_point: dict, store: PointStore,
-                 identify: Callable[[dict], tuple[str, dict]], retry_failed: bool = False):
+                 identify: Callable[[dict], tuple[str, dict]], *, retry_failed: bool = False):
         """`search`: {knob, low, high, steps, slo}; `base_point`: the client knobs every
         step shares; `identify(knobs)` -> (store key, identity); `retry_failed`: a stored
         failure is measured again (once), not replayed."""

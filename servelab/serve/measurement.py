@@ -35,7 +35,7 @@ def warm_up(launch: Launch, first: dict | None, out_dir: Path) -> dict | None:
     raw_dir.mkdir(exist_ok=True)
     started = time.monotonic()
     argv = launch.engine.client_args(spec.model_path, spec.served_name, launch.fleet.front.port,
-                                     spec.dataset_name, spec.dataset_path, knobs, raw_dir)
+                                     spec.dataset_name, dataset_path=spec.dataset_path, knobs=knobs, out_dir=raw_dir)
     try:
         launch.client.run(argv, out_dir / "warmup.log")
         result = launch.engine.read_result(raw_dir)
@@ -132,8 +132,8 @@ def measure_points(launch: Launch, missing: list[Point], done: list[str]) -> Non
         wall_s = time.monotonic() - started
         launch.count_point(wall_s, identity)
         counted = {**counters.result(), **spec_from_logs(launch, log_sizes, counters.result())}
-        record = launch.record(key, identity, knobs, commands.shell_line(argv), wall_s,
-                               {**memory.result(), "prefix_cache_reset": cache_reset,
+        record = launch.record(key, identity, knobs, commands.shell_line(argv), wall_s=wall_s,
+                               extra={**memory.result(), "prefix_cache_reset": cache_reset,
                                 "counters": counted, "outside": outside.result()})
         (raw_dir / "result.json").write_text(json.dumps(result))
         launch.store.save(key, record, {"bench.json": raw_dir / "result.json"})
@@ -204,7 +204,7 @@ def run_bench(launch: Launch, knobs: dict, raw_dir: Path):
     client_knobs = {**bench_knobs(knobs), **({"num_prompts": prompts} if prompts else {}),
                     **({"profile": True} if "torch_profile" in spec.monitors else {})}
     argv = engine.client_args(spec.model_path, spec.served_name, launch.fleet.front.port, spec.dataset_name,
-                              spec.dataset_path, client_knobs, raw_dir)
+                              dataset_path=spec.dataset_path, knobs=client_knobs, out_dir=raw_dir)
     bench_log = launch.session_dir / "bench.log"
     offset = bench_log.stat().st_size if bench_log.exists() else 0
     try:
@@ -233,7 +233,7 @@ def run_eval(launch: Launch, knobs: dict, raw_dir: Path):
     """lm-eval's tasks against the running server (week 12 accuracy)."""
     spec = launch.spec
     cmd = lm_eval_client.command(knobs[EVAL_KNOB], spec.served_name, launch.fleet.front.port, spec.model_path,
-                                 str(raw_dir), spec.eval_include_path)
+                                 out_dir=str(raw_dir), include_path=spec.eval_include_path)
     log_path = launch.session_dir / "lm_eval.log"
     log(f"lm-eval {','.join(knobs[EVAL_KNOB]['tasks'])} against the server (log {log_path})")
     with open(log_path, "a") as out:

@@ -46,12 +46,12 @@ def measure_offline(launch: Launch, missing: list[Point], guests: list[Guest] = 
             raw = Path(owner.tmpdir) / f"{key}.json"
             client_knobs = {**offline_warmup(owner.spec, knobs), **bench_knobs(knobs),
                             **({"profile": True} if "torch_profile" in spec.monitors else {})}
-            args = (spec.tool, spec.model_path, engine_knobs, client_knobs, owner.spec.dataset_name,
-                    owner.spec.dataset_path, str(raw))
+            args = dict(tool=spec.tool, model=spec.model_path, engine_knobs=engine_knobs, client_knobs=client_knobs,
+                        dataset_name=owner.spec.dataset_name, dataset_path=owner.spec.dataset_path, out_json=str(raw))
             # a plan's keys are unique: two experiments may measure the same point
             plan_key = key if owner is launch else f"{key}-{owner.spec.experiment}-{n}"
-            points[plan_key] = (owner, key, knobs, identity, raw, engine.offline_args(*args),
-                                engine.offline_command(*args))
+            points[plan_key] = (owner, key, knobs, identity, raw, engine.offline_args(**args),
+                                engine.offline_command(**args))
         tag = "" if len(owned) == 1 else "-" + offline_file_name(batch[0][1][1], batch[0][1][2], spec)
         plan, status = Path(launch.tmpdir) / f"plan{b}.json", Path(launch.tmpdir) / f"status{b}.jsonl"
         offline_plan.write_plan(plan, [(plan_key, p[5]) for plan_key, p in points.items()])
@@ -78,7 +78,7 @@ def measure_offline(launch: Launch, missing: list[Point], guests: list[Guest] = 
                             reported.add(outcome["key"])
                             done += 1
                             record_offline(points[outcome["key"]], outcome, runner, cmd,
-                                           {**memory.result(), "outside": outside.lap()}, f"[{done}/{total}]")
+                                           measured={**memory.result(), "outside": outside.lap()}, progress=f"[{done}/{total}]")
                             memory.reset()
                     # all reported: stop it now (a profiler wrapping it must see it exit on its own)
                     if code is not None or (len(reported) == len(points) and not spec.monitors.get("wrap")):
@@ -138,7 +138,7 @@ def offline_file_name(knobs: dict, identity: dict, spec: SessionSpec) -> str:
     return point_id(knobs_swept(knobs, spec)) + (f"-repeat{identity['repeat']}" if "repeat" in identity else "")
 
 
-def record_offline(point: tuple, outcome: dict, runner: Server, runner_cmd: list[str], measured: dict,
+def record_offline(point: tuple, outcome: dict, runner: Server, runner_cmd: list[str], *, measured: dict,
                    progress: str) -> None:
     """Store one point the runner reported, in the store of the session it belongs to: its
     engine start (when it paid one) is that session's start-up time, its benchmark the
@@ -164,7 +164,7 @@ def record_offline(point: tuple, outcome: dict, runner: Server, runner_cmd: list
     if warmed := offline_warmup(spec, knobs):   # inside the benchmark: it ran, or the point failed
         launch.warmup = {"num_prompts": warmed["num_warmups"], "completed": warmed["num_warmups"],
                          "by": "the benchmark's --num-warmups"}
-    record = launch.record(key, identity, knobs, "", outcome["wall_s"], {**measured, **extra})
+    record = launch.record(key, identity, knobs, "", wall_s=outcome["wall_s"], extra={**measured, **extra})
     launch.store.save(key, record, {"bench.json": raw})
     owner = f"{spec.experiment}/" if launch.shared_from else ""
     log(f"{progress} {owner}{name}: measured in {outcome['wall_s']:.1f}s"

@@ -13,7 +13,7 @@ from servelab.serve.store import identity_hash
 
 
 def point_identity(spec: SessionSpec, client: dict, engine_version: str | None, hardware: dict,
-                   repeat: int = 0) -> dict:
+                   *, repeat: int = 0) -> dict:
     """Everything that decides a measurement's value, and nothing incidental (ports, paths).
     Repeat k > 0 of a point is a point of its own: raising `repeats` measures only the new ones."""
     measured_as = {"warmup_prompts": spec.warmup_prompts, "reset_prefix_cache": spec.resets_prefix_cache}

@@ -35,7 +35,7 @@ class ServerError(RuntimeError):
     `gone`: (name, pid) of the engine process seen alive that vanished; `during`: when."""
 
     def __init__(self, message: str, exit_code: int | None = None, log: Path | None = None,
-                 engine_died: str | None = None, gone: tuple[str, int] | None = None,
+                 engine_died: str | None = None, *, gone: tuple[str, int] | None = None,
                  during: str = "", log_offset: int = 0):
         super().__init__(message)
         self.exit_code, self.log, self.engine_died = exit_code, log, engine_died
@@ -79,7 +79,7 @@ class Server:
     """A server process started by `command`, its output written to `log`."""
 
     def __init__(self, command: list[str], port: int, log: str | Path, env: dict | None = None,
-                 grace_seconds: float = 20.0, gated: bool = False, fatal_lines: tuple = (),
+                 *, grace_seconds: float = 20.0, gated: bool = False, fatal_lines: tuple = (),
                  engine_processes: tuple = ()):
         self.command = command
         # the engine's own signs of death (servelab.engines.registry): lines, process titles

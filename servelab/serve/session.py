@@ -166,7 +166,7 @@ def sidecars(spec: SessionSpec, fleet: Fleet, out_dir: Path) -> contextlib.ExitS
 
 
 def session_points(spec: SessionSpec, store: PointStore, engine_version: str | None, hardware: dict,
-                   retry_failed: bool) -> tuple[list, list]:
+                   *, retry_failed: bool) -> tuple[list, list]:
     """(every point, those to measure) of a session without a load search, each as
     (store key, client knobs, identity)."""
     points = []
@@ -175,7 +175,7 @@ def session_points(spec: SessionSpec, store: PointStore, engine_version: str | N
         for knobs in spec.client_points:
             if repeat and EVAL_KNOB in knobs:
                 continue   # lm-eval's accuracy (greedy) needs no repeat
-            key, identity = identified(point_identity(spec, knobs, engine_version, hardware, repeat))
+            key, identity = identified(point_identity(spec, knobs, engine_version, hardware, repeat=repeat))
             points.append(Point(key, knobs, identity))
     missing = [p for p in points if not store.has(p[0]) or (retry_failed and store.load(p[0]).get("failure"))]
     if any(knobs.get(RESTART_KNOB) for _, knobs, _ in missing):
@@ -210,7 +210,7 @@ def compile_gate(spec: SessionSpec, cold_at_once: int | None) -> CompileGate | N
 
 
 def run(spec: SessionSpec, view_path: str | Path, retry_failed: bool = False,
-        guests: list[SessionSpec] = (), gpus: JobGpus | None = None, cold_at_once: int | None = None) -> list[dict]:
+        guests: list[SessionSpec] = (), *, gpus: JobGpus | None = None, cold_at_once: int | None = None) -> list[dict]:
     """Measure what the store lacks (and, with `retry_failed`, what failed before), and
     what the `guests` (other experiments' sessions of the same engine configuration:
     servelab.config.engine_groups) lack, on the same engine; then write the view of all
@@ -224,20 +224,20 @@ def run(spec: SessionSpec, view_path: str | Path, retry_failed: bool = False,
     if spec.load_search:
         search = SearchPoints(spec.load_search, spec.client_points[0], store,
                               lambda knobs: identified(point_identity(spec, knobs, engine_version, hardware)),
-                              retry_failed)
+                              retry_failed=retry_failed)
         points = search.replay()
         missing = search if next(iter(search), None) else []
         log(f"{spec.experiment}/{spec.server_point}: load search on {search.knob} from "
             f"{spec.load_search['low']} to {spec.load_search['high']} ({len(search)} points at most), "
             f"{len(points)} already measured{', more to measure' if missing else ', done'}")
     else:
-        points, missing = session_points(spec, store, engine_version, hardware, retry_failed)
+        points, missing = session_points(spec, store, engine_version, hardware, retry_failed=retry_failed)
         log(f"{spec.experiment}/{spec.server_point}: {len(points)} client point(s), "
             f"{len(points) - len(missing)} already measured, {len(missing)} to measure")
     hosted = []
     for guest in guests:
         guest_store = PointStore(guest.store_dir)
-        guest_missing = session_points(guest, guest_store, engine_version, hardware, False)[1]
+        guest_missing = session_points(guest, guest_store, engine_version, hardware, retry_failed=False)[1]
         if guest_missing:
             hosted.append(Guest(guest, guest_store, guest_missing))
     if hosted:

@@ -62,7 +62,7 @@ def fleet_roles(engine: str, knobs: dict, topology: dict | None, free_port) -> t
         rs = roles(knobs, topology)
         assign_ports(engine, rs, free_port)
         port = free_port()
-        return rs, port, router_command(engine, rs, port, topology.get("router", {}).get("args", {}), free_port)
+        return rs, port, router_command(engine, rs, port, topology.get("router", {}).get("args", {}), free_port=free_port)
     if data_parallel := replicas(engine, knobs):
         rs, router_args = data_parallel
         for role in rs:
@@ -104,7 +104,7 @@ def assign_ports(engine: str, rs: list[Role], free_port) -> None:
             role.knobs.setdefault("disaggregation_bootstrap_port", free_port())
 
 
-def router_command(engine: str, rs: list[Role], port: int, router_args: dict, free_port) -> list[str]:
+def router_command(engine: str, rs: list[Role], port: int, router_args: dict, *, free_port) -> list[str]:
     from servelab.engines.commands import to_flags
 
     prefill, decode = rs

@@ -117,10 +117,10 @@ class Neighbour:
 
 
 def client_args(model: Path, server: Server, out: Path, prompts: int, rate: str) -> list[str]:
-    return commands.vllm_bench_serve_args(str(model), "calib", server.port, "random", None,
-                                          {"num_prompts": prompts, "request_rate": rate, "seed": 0,
+    return commands.vllm_bench_serve_args(str(model), "calib", server.port, "random", dataset_path=None,
+                                          knobs={"num_prompts": prompts, "request_rate": rate, "seed": 0,
                                            "random_input_len": 512, "random_output_len": 128, "ignore_eos": True},
-                                          str(out), "bench.json")
+                                          result_dir=str(out), result_file="bench.json")
 
 
 def neighbour_load(model: Path, neighbour: Neighbour, out: Path, args) -> int:

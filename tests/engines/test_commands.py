@@ -54,7 +54,7 @@ def test_bench_args_parse_with_vllm_bench_serve_parser(local_config):
     bench = BenchServe()
     for knobs in client_points(local_config["experiments"]["week01"]):
         argv = commands.vllm_bench_serve_args("/models/tiny", "servelab-week01", 8123, "sharegpt",
-                                              "/data/sg.json", knobs, "/tmp/out", "bench.json")
+                                              dataset_path="/data/sg.json", knobs=knobs, result_dir="/tmp/out", result_file="bench.json")
         args = bench.parse(argv)
         assert args.save_result and args.save_detailed
         assert args.dataset_name == "sharegpt"

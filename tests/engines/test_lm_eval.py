@@ -17,7 +17,7 @@ SPEC = {"tasks": ["gsm8k"], "args": {"num_fewshot": 5, "limit": 10},
 
 
 def test_command_points_local_completions_at_the_server():
-    cmd = lm_eval_client.command(SPEC, "servelab-week12", 8123, "/m/tok", "/out", None)
+    cmd = lm_eval_client.command(SPEC, "servelab-week12", 8123, "/m/tok", out_dir="/out", include_path=None)
     assert cmd[1:6] == ["-m", "lm_eval", "run", "--model", "local-completions"]
     model_args = cmd[cmd.index("--model_args") + 1]
     assert "base_url=http://127.0.0.1:8123/v1/completions" in model_args
@@ -25,7 +25,7 @@ def test_command_points_local_completions_at_the_server():
     assert model_args.endswith("num_concurrent=8,max_length=4096")
     # lm-eval spells its options in snake_case
     assert cmd[cmd.index("--num_fewshot") + 1] == "5" and "--include_path" not in cmd
-    assert lm_eval_client.command(SPEC, "s", 1, "t", "o", "/tasks")[-2:] == ["--include_path", "/tasks"]
+    assert lm_eval_client.command(SPEC, "s", 1, "t", out_dir="o", include_path="/tasks")[-2:] == ["--include_path", "/tasks"]
 
 
 def results(strict, flexible):

@@ -44,8 +44,8 @@ def test_stale_seed_flag_is_rejected_by_name(parsers):
 def test_client_options_are_sglangs_own(parsers, tmp_path):
     from servelab.checks.engine_parsers import parse_or_message
 
-    argv = SGLang().client_args("M", "s", 30000, "generated-shared-prefix", None,
-                                {"num_prompts": 300, "request_rate": 8, "seed": 0}, tmp_path)
+    argv = SGLang().client_args("M", "s", 30000, "generated-shared-prefix", dataset_path=None,
+                                knobs={"num_prompts": 300, "request_rate": 8, "seed": 0}, out_dir=tmp_path)
     assert parse_or_message(parsers.client, argv) is None
     assert {"--gsp-num-groups", "--output-file", "--request-rate"} <= parsers.client_options
     msg = parse_or_message(parsers.client, argv + ["--request-rate-typo", "3"])
@@ -70,17 +70,17 @@ def test_the_server_exports_its_metrics_and_a_knob_can_say_otherwise():
 
 def test_shared_prefix_groups_cover_num_prompts_not_1024():
     # sglang.bench_serving sends groups x prompts per group and ignores --num-prompts
-    args = SGLang().client_args("/m", "s", 1, "generated-shared-prefix", None,
-                                {"num_prompts": 200, "request_rate": 4}, "/tmp")
+    args = SGLang().client_args("/m", "s", 1, "generated-shared-prefix", dataset_path=None,
+                                knobs={"num_prompts": 200, "request_rate": 4}, out_dir="/tmp")
     assert args[args.index("--gsp-num-groups") + 1] == "13"          # 13 x 16 >= 200
-    args = SGLang().client_args("/m", "s", 1, "generated-shared-prefix", None,
-                                {"num_prompts": 16, "gsp_prompts_per_group": 4}, "/tmp")
+    args = SGLang().client_args("/m", "s", 1, "generated-shared-prefix", dataset_path=None,
+                                knobs={"num_prompts": 16, "gsp_prompts_per_group": 4}, out_dir="/tmp")
     assert args[args.index("--gsp-num-groups") + 1] == "4"
     # the user's own group count stays; other datasets get none
-    args = SGLang().client_args("/m", "s", 1, "generated-shared-prefix", None,
-                                {"num_prompts": 16, "gsp_num_groups": 2}, "/tmp")
+    args = SGLang().client_args("/m", "s", 1, "generated-shared-prefix", dataset_path=None,
+                                knobs={"num_prompts": 16, "gsp_num_groups": 2}, out_dir="/tmp")
     assert args[args.index("--gsp-num-groups") + 1] == "2" and args.count("--gsp-num-groups") == 1
-    assert "--gsp-num-groups" not in SGLang().client_args("/m", "s", 1, "sharegpt", "/d", {"num_prompts": 16}, "/tmp")
+    assert "--gsp-num-groups" not in SGLang().client_args("/m", "s", 1, "sharegpt", dataset_path="/d", knobs={"num_prompts": 16}, out_dir="/tmp")
 
 
 def test_the_random_workload_loads_offline_by_sglangs_own_loader(tiny_model, monkeypatch):
@@ -92,7 +92,7 @@ def test_the_random_workload_loads_offline_by_sglangs_own_loader(tiny_model, mon
     from transformers import AutoTokenizer
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    argv = SGLang().client_args(str(tiny_model), "s", 1, "random", None, {"num_prompts": 4}, "/tmp")
+    argv = SGLang().client_args(str(tiny_model), "s", 1, "random", dataset_path=None, knobs={"num_prompts": 4}, out_dir="/tmp")
     name = argv[argv.index("--dataset-name") + 1]
     tokenizer = AutoTokenizer.from_pretrained(str(tiny_model))
     args = dict(num_prompts=4, random_input_len=32, random_output_len=8, random_range_ratio=0.0,
@@ -102,7 +102,7 @@ def test_the_random_workload_loads_offline_by_sglangs_own_loader(tiny_model, mon
     with pytest.raises(Exception, match="locate the file on the Hub"):
         get_dataset(Namespace(dataset_name="random", **args), tokenizer, "s")
     # a dataset file of the user's own is kept as given
-    assert "random" in SGLang().client_args("/m", "s", 1, "random", "/d.json", {}, "/tmp")
+    assert "random" in SGLang().client_args("/m", "s", 1, "random", dataset_path="/d.json", knobs={}, out_dir="/tmp")
 
 
 def test_an_sglang_burst_is_refused_like_a_vllm_one():

@@ -14,9 +14,9 @@ def test_random_lengths_stay_in_their_range_and_follow_the_seed():
     assert all(20 <= len(p) <= 60 and 10 <= n <= 30 for p, n in reqs)
     assert len({n for _, n in reqs}) > 5
     assert reqs == hf_static.random_requests(200, 40, 20, 0.5, vocab=10240, seed=3)
-    assert {n for _, n in hf_static.random_requests(10, 40, 20, 0.0, 10240, 0)} == {20}
+    assert {n for _, n in hf_static.random_requests(10, 40, 20, 0.0, vocab=10240, seed=0)} == {20}
     with pytest.raises(ValueError, match="random-range-ratio"):
-        hf_static.random_requests(1, 4, 4, 1.5, 10240, 0)
+        hf_static.random_requests(1, 4, 4, 1.5, vocab=10240, seed=0)
 
 
 def point_args(model_dir, out, ratio):

@@ -11,8 +11,8 @@ from servelab.fetch import datasets
 
 
 def test_generated_sharegpt_is_deterministic_and_well_formed(tmp_path):
-    a = datasets.generate_sharegpt(tmp_path / "a.json", 50, 0, (60, 120), (20, 60))
-    b = datasets.generate_sharegpt(tmp_path / "b.json", 50, 0, (60, 120), (20, 60))
+    a = datasets.generate_sharegpt(tmp_path / "a.json", 50, 0, (60, 120), reply_words=(20, 60))
+    b = datasets.generate_sharegpt(tmp_path / "b.json", 50, 0, (60, 120), reply_words=(20, 60))
     assert a.read_bytes() == b.read_bytes()
     data = json.loads(a.read_text())
     assert len(data) == 50

@@ -57,14 +57,14 @@ def test_a_refused_configuration_has_no_goodput_and_keeps_the_engine_reason(tmp_
 
 def test_rounds_plan_from_what_was_measured_and_the_summary_names_the_best(tmp_path):
     store = str(tmp_path / "store")
-    round0 = progress.plan_round(0, SEARCH, [], [], store)
+    round0 = progress.plan_round(0, SEARCH, [], [], store_dir=store)
     assert round0["configs"] == [{"max_num_seqs": 4}] and round0["best_so_far"] is None
     views = [session(tmp_path, 4, {1: 50.0, 32: 900.0, 6: 150.0})]
-    round1 = progress.plan_round(1, SEARCH, [round0], views, store)
+    round1 = progress.plan_round(1, SEARCH, [round0], views, store_dir=store)
     assert round1["configs"] == [{"max_num_seqs": 1}, {"max_num_seqs": 16}]
     assert round1["best_so_far"] == {"config": {"max_num_seqs": 4}, "goodput_tps": 60.0}
     views += [session(tmp_path, 1, {1: 0.0}, refused="ValueError: no"), session(tmp_path, 16, {1: 40.0, 32: 120.0})]
-    round2 = progress.plan_round(2, SEARCH, [round0, round1], views, store)
+    round2 = progress.plan_round(2, SEARCH, [round0, round1], views, store_dir=store)
     assert round2["configs"] == [] and round2["last_reason"].startswith("converged")
     rows, best = progress.summary(SEARCH, [round0, round1, round2], views, store)
     assert [(r["round"], r["server_point"], r["goodput_tps"]) for r in rows] == [
@@ -88,15 +88,15 @@ def test_a_time_budget_cuts_the_next_round_to_what_fits_and_then_ends_the_search
     space = {"max_num_seqs": [1, 2, 4, 8, 16]}
     search = {**SEARCH, "space": space, "start": {"max_num_seqs": 4}, "budget": {"session_s": 200}}
     store = str(tmp_path / "store")
-    round0 = progress.plan_round(0, search, [], [], store)
+    round0 = progress.plan_round(0, search, [], [], store_dir=store)
     assert round0["configs"] == [{"max_num_seqs": 4}]            # nothing measured yet: never cut
     # one launch: a 60 s start-up and three points of 10 s (the start-up counted once)
     views = [session(tmp_path, 4, {1: 50.0, 16: 400.0, 6: 150.0}, startup_s=60.0, point_s=10.0)]
-    round1 = progress.plan_round(1, search, [round0], views, store)
+    round1 = progress.plan_round(1, search, [round0], views, store_dir=store)
     assert round1["session_s_so_far"] == 90.0
     assert round1["configs"] == [{"max_num_seqs": 2}]           # 110 s left fit one 90 s launch, not two
     views.append(session(tmp_path, 2, {1: 60.0, 16: 300.0}, startup_s=50.0, point_s=5.0))
-    round2 = progress.plan_round(2, search, [round0, round1], views, store)
+    round2 = progress.plan_round(2, search, [round0, round1], views, store_dir=store)
     assert round2["configs"] == []
     assert round2["last_reason"] == "the time budget is spent: 150 s of 200 s used, a launch has taken 75 s"
     rows, best = progress.summary(search, [round0, round1, round2], views, store)
@@ -104,7 +104,7 @@ def test_a_time_budget_cuts_the_next_round_to_what_fits_and_then_ends_the_search
     assert "150 s of server time" in progress.describe_best("s", best)
     # without the time budget the same measurements go on to the untried neighbour
     assert progress.plan_round(2, SEARCH | {"space": space, "start": {"max_num_seqs": 4}}, [round0, round1],
-                               views, store)["configs"] == [{"max_num_seqs": 8}]
+                               views, store_dir=store)["configs"] == [{"max_num_seqs": 8}]
 
 
 def test_goodputs_within_noise_are_ties_and_the_cheapest_wins():
@@ -159,9 +159,9 @@ def grid_search(tmp_path, **search):
     at 30, 31 and 10 concurrent requests: 4 and 1 are within the 5 % noise of each other."""
     search = {**SEARCH, "strategy": "grid", **search}
     store = str(tmp_path / "store")
-    round0 = progress.plan_round(0, search, [], [], store)
+    round0 = progress.plan_round(0, search, [], [], store_dir=store)
     views = [session(tmp_path, 1, {30: 50.0}), session(tmp_path, 4, {31: 50.0}), session(tmp_path, 16, {10: 50.0})]
-    round1 = progress.plan_round(1, search, [round0], views, store)
+    round1 = progress.plan_round(1, search, [round0], views, store_dir=store)
     return search, [round0, round1], views, store
 
 
@@ -173,7 +173,7 @@ def test_the_last_round_names_the_frontier_to_measure_again(tmp_path):
     # repeats switched off, or nothing to decide: no confirmation
     assert "confirm" not in grid_search(tmp_path / "off", confirm_repeats=1)[1][1]
     alone = progress.plan_round(1, SEARCH, [{"round": 0, "configs": [{"max_num_seqs": 4}]}],
-                                [session(tmp_path / "alone", 4, {1: 50.0})], str(tmp_path / "alone/store"))
+                                [session(tmp_path / "alone", 4, {1: 50.0})], store_dir=str(tmp_path / "alone/store"))
     assert "confirm" not in alone
 
 
@@ -181,7 +181,7 @@ def test_repeats_crown_the_higher_only_when_it_is_distinguishably_higher(tmp_pat
     search, plans, views, store = grid_search(tmp_path)
     # steady repeats: 4 is higher beyond noise, so it wins although 1 is within 5 % and cheaper
     steady = [confirm_view(tmp_path, 4, 31, [310.0, 311.0, 309.5]), confirm_view(tmp_path, 1, 30, [300.0, 301.0, 299.0])]
-    _, best = progress.summary(search, plans, views, store, steady)
+    _, best = progress.summary(search, plans, views, store, confirm_views=steady)
     assert best["server_point"] == "max_num_seqs=4" and best["ties"] == ["max_num_seqs=4"]
     decision = best["confirmation"]
     assert decision["verdict"] == "distinguishable" and decision["ci95_pct"][1] < 0
@@ -190,10 +190,10 @@ def test_repeats_crown_the_higher_only_when_it_is_distinguishably_higher(tmp_pat
     assert "frontier confirmed" in progress.describe_best("s", best)
     # noisy repeats: a tie, the cheapest of the two (knobs nearest the start, 4) wins
     noisy = [confirm_view(tmp_path, 4, 31, [310.0, 250.0, 350.0], "n"), confirm_view(tmp_path, 1, 30, [300.0, 280.0, 320.0], "n")]
-    _, best = progress.summary(search, plans, views, store, noisy)
+    _, best = progress.summary(search, plans, views, store, confirm_views=noisy)
     assert best["confirmation"]["verdict"] == "not distinguishable"
     assert set(best["ties"]) == {"max_num_seqs=4", "max_num_seqs=1"}
     # the runner-up distinguishably higher over its repeats: the single measurements misled
     turned = [confirm_view(tmp_path, 4, 31, [290.0, 291.0, 289.0], "t"), confirm_view(tmp_path, 1, 30, [300.0, 301.0, 299.0], "t")]
-    _, best = progress.summary(search, plans, views, store, turned)
+    _, best = progress.summary(search, plans, views, store, confirm_views=turned)
     assert best["server_point"] == "max_num_seqs=1" and best["confirmation"]["higher"] == "max_num_seqs=1"

@@ -15,7 +15,7 @@ def goodput(config):
 def search(strategy_name, budget, landscape=goodput, start=None):
     tried, rounds = [], []
     while True:
-        configs, why = strategy.next_round(strategy_name, SPACE, tried, budget - len(tried), start)
+        configs, why = strategy.next_round(strategy_name, SPACE, tried, budget - len(tried), start=start)
         if not configs:
             return tried, rounds, why
         rounds.append(configs)

@@ -21,7 +21,7 @@ def spec(**measurement) -> SessionSpec:
 
 
 def keys(s: SessionSpec, repeats: int) -> list[str]:
-    return [identity_hash(point_identity(s, knobs, "0.32", HW, r))
+    return [identity_hash(point_identity(s, knobs, "0.32", HW, repeat=r))
             for r in range(repeats) for knobs in s.client_points if not (r and EVAL_KNOB in knobs)]
 
 

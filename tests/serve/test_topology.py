@@ -38,13 +38,13 @@ def test_side_ports_differ_between_roles_and_routers_point_at_them():
     topology.assign_ports("vllm", rs, lambda: next(ports))
     side = [r.env["VLLM_NIXL_SIDE_CHANNEL_PORT"] for r in rs]
     assert len(set(side + [str(r.port) for r in rs])) == 4
-    cmd = topology.router_command("vllm", rs, 7100, {}, lambda: next(ports))
+    cmd = topology.router_command("vllm", rs, 7100, {}, free_port=lambda: next(ports))
     assert cmd[1:3] == ["-m", "servelab.engines.pd_proxy"]
     assert cmd[cmd.index("--prefill") + 1] == f"http://127.0.0.1:{rs[0].port}"
     sg = topology.roles({}, {"kind": "pd", "prefill": {"args": {"disaggregation_mode": "prefill"}},
                              "decode": {"args": {"disaggregation_mode": "decode"}}})
     topology.assign_ports("sglang", sg, lambda: next(ports))
-    router = topology.router_command("sglang", sg, 7200, {"policy": "round_robin"}, lambda: next(ports))
+    router = topology.router_command("sglang", sg, 7200, {"policy": "round_robin"}, free_port=lambda: next(ports))
     at = router.index("--prefill")
     assert router[at + 1:at + 3] == [f"http://127.0.0.1:{sg[0].port}", str(sg[0].knobs["disaggregation_bootstrap_port"])]
     assert "--pd-disaggregation" in router and router[-2:] == ["--policy", "round_robin"]

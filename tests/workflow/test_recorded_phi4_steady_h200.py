@@ -35,7 +35,7 @@ def step(table: pd.DataFrame, before: str, after: str) -> tuple[float, float, fl
     """The held output throughput's change from one configuration to the next, in % of the
     first, with its 95 % interval (Welch's t on the 3 repeats each)."""
     a, b = table.loc[before], table.loc[after]
-    diff, half = welch(a[HELD], a[f"{HELD}_ci95"] / t95(2), 3, b[HELD], b[f"{HELD}_ci95"] / t95(2), 3)
+    diff, half = welch(a[HELD], a[f"{HELD}_ci95"] / t95(2), 3, b[HELD], se_b=b[f"{HELD}_ci95"] / t95(2), n_b=3)
     return tuple(100 * x / a[HELD] for x in (diff, diff - half, diff + half))
 
 

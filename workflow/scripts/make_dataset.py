@@ -10,7 +10,7 @@ with tee_stderr(snakemake.log[0]):
     if "generate" in spec:
         gen = spec["generate"]
         datasets.generate_sharegpt(out, gen["conversations"], gen["seed"],
-                                   tuple(gen["prompt_words"]), tuple(gen["reply_words"]))
+                                   tuple(gen["prompt_words"]), reply_words=tuple(gen["reply_words"]))
     else:
         datasets.download(spec["url"], out, spec["sha256"],
                           progress=lambda msg: print(msg, file=sys.stderr))

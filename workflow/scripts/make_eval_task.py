@@ -4,5 +4,5 @@ from servelab.run.joblog import tee_stderr
 
 spec = snakemake.params.spec
 with tee_stderr(snakemake.log[0]):
-    write_task(snakemake.output[0], spec["name"], spec["base"], spec["questions"], spec["fewshot_pool"],
-               spec["seed"])
+    write_task(snakemake.output[0], spec["name"], spec["base"], spec["questions"], fewshot_pool=spec["fewshot_pool"],
+               seed=spec["seed"])

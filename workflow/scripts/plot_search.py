@@ -6,4 +6,4 @@ from servelab.run.joblog import tee_stderr
 
 with tee_stderr(snakemake.log[0]):
     search_plots.draw_all(snakemake.input.metrics, snakemake.input.tried, json.load(open(snakemake.input.best)),
-                          snakemake.params.search, dict(snakemake.output.items()))
+                          snakemake.params.search, outs=dict(snakemake.output.items()))

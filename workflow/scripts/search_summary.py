@@ -9,7 +9,7 @@ from servelab.search import progress
 
 with tee_stderr(snakemake.log[0]):
     rows, best = progress.summary(snakemake.params.search, [json.load(open(p)) for p in snakemake.input.plans],
-                                  snakemake.input.views, snakemake.params.store, snakemake.input.confirms)
+                                  snakemake.input.views, snakemake.params.store, confirm_views=snakemake.input.confirms)
     with atomic_path(snakemake.output.tried) as tmp:
         pd.DataFrame(rows).to_csv(tmp, index=False)
     write_text(snakemake.output.best, json.dumps(best, indent=2, default=str))

@@ -66,7 +66,7 @@ def this_box(config: dict) -> Box:
     the config gives it (a cluster's nodes, seen from a login node without GPUs)."""
     from servelab import machine
     from servelab.fetch import capacity
-    from servelab.run.gpu_slots import machine_gpus
+    from servelab.run.gpu_claims import machine_gpus
 
     listed = machine.visible_gpus()
     name = config.get("gpu_here") or (listed[0][0] if listed else None)

@@ -1,7 +1,7 @@
 """Pre-start: a server that imports its engine before it holds a GPU (#18).
 
 When a machine runs more session jobs than it has GPUs (the single-node profile with
-`--resources gpu=2N`: servelab.run.gpu_slots), a job still waiting for a GPU starts its
+`--resources gpu=2N`: servelab.run.gpu_claims), a job still waiting for a GPU starts its
 server through this gate. The process imports the engine's front end (vLLM's API server
 or its offline benchmark: the modules vLLM itself loads before it touches CUDA), stamps
 its log, then blocks on its stdin. Once the session holds its GPUs it writes their ids

@@ -1,7 +1,7 @@
 """Where a run executes and what it leaves behind: disjoint GPUs on one machine
-(gpu_slots), engine caches keyed by stack (caches) and the gate that compiles each key once
+(gpu_claims), engine caches keyed by stack (caches) and the gate that compiles each key once
 (compile_gate), provenance of every point, job logs,
 where the time went (timing), and the paper archive. All but `archive` import nothing
 from servelab, so every stage may use them; `archive` rebuilds the analysis."""
 MAY_IMPORT = ("config", "analysis")
-BASE_MODULES = ("gpu_slots", "provenance", "joblog", "caches", "compile_gate", "timing")
+BASE_MODULES = ("gpu_claims", "provenance", "joblog", "caches", "compile_gate", "timing")

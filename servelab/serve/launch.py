@@ -19,7 +19,7 @@ from servelab.engines import commands, environment, prestart
 from servelab.engines.registry import ENGINES
 from servelab.run import caches, provenance
 from servelab.run.compile_gate import CompileGate
-from servelab.run.gpu_slots import JobGpus
+from servelab.run.gpu_claims import JobGpus
 from servelab.serve import failure, monitors, topology
 from servelab.serve.point_identity import knobs_swept, point_record
 from servelab.serve.server import Server, free_port

@@ -27,7 +27,7 @@ from servelab.serve import failure, monitors, server_log
 from servelab.serve.load_search import SearchPoints
 from servelab.run import provenance
 from servelab.run.compile_gate import CompileGate, compile_key as compile_gate_key
-from servelab.run.gpu_slots import JobGpus
+from servelab.run.gpu_claims import JobGpus
 from servelab.engines.registry import ENGINES
 from servelab.atomic import write_text
 from servelab.config.experiments import EVAL_KNOB, RESTART_KNOB
@@ -185,7 +185,7 @@ def session_points(spec: SessionSpec, store: PointStore, engine_version: str | N
 
 
 def session_timing(spec: SessionSpec, launch: Launch, wall_s: float, shared: dict | None = None) -> dict:
-    # the GPUs the job held (servelab.run.gpu_slots, or the scheduler's): a run's GPU-seconds
+    # the GPUs the job held (servelab.run.gpu_claims, or the scheduler's): a run's GPU-seconds
     gpus = [d.strip() for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
     return {"experiment": spec.experiment, "server_point": spec.server_point, "kind": spec.kind,
             "wall_s": round(wall_s, 2), **{k: round(v, 2) for k, v in launch.timing.items()},

@@ -86,7 +86,7 @@ def test_the_mission_command_previews_week12s_pareto_figure(tmp_path):
 
 def test_single_node_profile_previews_week13_with_its_gpu_counts(tmp_path):
     """One multi-GPU machine, no SLURM: the TP=2 and TP=4 points ask for 2 and 4 GPUs
-    (which ones each job gets is servelab.run.gpu_slots', tested in test_gpu_slots.py)."""
+    (which ones each job gets is servelab.run.gpu_claims', tested in test_gpu_claims.py)."""
     work = make_workdir(tmp_path / "wf")
     # (targets before --resources: it takes every word after it)
     proc = snakemake(work, "results/week13/metrics.csv", "--profile", "profiles/single-node",

@@ -1,5 +1,5 @@
 """profiles/single-node for real: Snakemake runs server jobs side by side on one machine,
-each on GPUs no other running job holds (servelab/run/gpu_slots.py).
+each on GPUs no other running job holds (servelab/run/gpu_claims.py).
 
 The run asks for more GPUs than the machine has (`--resources gpu=4`, and `--cores 4` on
 a 2-core box: all three jobs at once), so a job waiting for its GPU pre-starts its server (servelab.engines.prestart).

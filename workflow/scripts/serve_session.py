@@ -3,7 +3,7 @@ hosts other experiments' sessions on its engine, theirs: servelab/config/engine_
 import os
 
 from servelab.checks import cross_checks
-from servelab.run.gpu_slots import JobGpus
+from servelab.run.gpu_claims import JobGpus
 from servelab.run.joblog import tee_stderr
 from servelab.serve.launch import engine_cache_env, log
 from servelab.serve.session import run

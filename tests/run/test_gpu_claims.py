@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from servelab.run.gpu_slots import GpuClaim, JobGpus, machine_gpus, scheduler_assigned
+from servelab.run.gpu_claims import GpuClaim, JobGpus, machine_gpus, scheduler_assigned
 
 
 def test_concurrent_claims_get_disjoint_gpus_and_a_released_one_is_free_again(tmp_path):
@@ -22,7 +22,7 @@ def test_concurrent_claims_get_disjoint_gpus_and_a_released_one_is_free_again(tm
 
 
 def test_a_killed_job_frees_its_gpu(tmp_path):
-    code = (f"import sys, time; sys.path.insert(0, {os.getcwd()!r}); from servelab.run.gpu_slots import GpuClaim; "
+    code = (f"import sys, time; sys.path.insert(0, {os.getcwd()!r}); from servelab.run.gpu_claims import GpuClaim; "
             f"c = GpuClaim(['0', '1'], 1, {str(tmp_path)!r}).__enter__(); print(c.devices[0], flush=True); "
             f"time.sleep(600)")
     holder = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)

@@ -22,7 +22,7 @@ from pathlib import Path
 import yaml
 
 from servelab.config.experiments import engine_flags, point_model
-from servelab.fetch.model_facts import decoder_params
+from servelab.fetch.model_facts import decoder_params, routed_experts
 from servelab.machine import host_memory_gib, visible_gpus
 
 GIB = 2 ** 30
@@ -114,12 +114,16 @@ def dtype_bytes(config: dict, knobs: dict) -> int:
 
 def kv_bytes_per_token(config: dict, knobs: dict, tp: int, pp: int) -> int:
     """K and V of every layer a GPU holds, for one token: KV heads split over TP (each GPU
-    keeps at least one), layers over PP, at the KV cache's dtype."""
+    keeps at least one), layers over PP, at the KV cache's dtype. Multi-head latent
+    attention (DeepSeek) caches one latent of kv_lora_rank + qk_rope_head_dim a layer,
+    whole on every TP rank."""
+    width = 1 if str(knobs.get("kv_cache_dtype", "auto")).startswith("fp8") else dtype_bytes(config, knobs)
+    layers = -(-config["num_hidden_layers"] // pp)
+    if config.get("kv_lora_rank"):
+        return layers * (config["kv_lora_rank"] + config["qk_rope_head_dim"]) * width
     heads = config["num_attention_heads"]
     kv_heads = config.get("num_key_value_heads") or heads
     head_dim = config.get("head_dim") or config["hidden_size"] // heads
-    width = 1 if str(knobs.get("kv_cache_dtype", "auto")).startswith("fp8") else dtype_bytes(config, knobs)
-    layers = -(-config["num_hidden_layers"] // pp)
     return 2 * layers * max(1, -(-kv_heads // tp)) * head_dim * width
 
 
@@ -138,7 +142,7 @@ def plan_point(config: dict, engine: str, knobs: dict, *, memory_gib: float, mem
         why = None if weights + kv_gib <= memory_gib else \
             f"weights {weights:.2f} GiB + KV cache {kv_gib:g} GiB (VLLM_CPU_KVCACHE_SPACE) exceed {what}"
     else:
-        moe = "moe" if (config.get("num_local_experts") or config.get("n_routed_experts")) else "dense"
+        moe = "moe" if routed_experts(config) > 1 else "dense"
         if engine == "sglang":
             fraction = float(knobs.get("mem_fraction_static") or SGLANG_DEFAULT_FRACTION)
             knob, reserved = "mem_fraction_static", 0.0

@@ -8,6 +8,8 @@ import pytest
 from conftest import REPO, load_config
 from servelab import machine
 from servelab.fetch import capacity
+from servelab.fetch.capacity import kv_bytes_per_token, weight_bytes
+from servelab.fetch.model_facts import decoder_params
 
 RECORDED = REPO / "tests/data/recorded_gpu"
 H100 = capacity.gpu_memory_mib("NVIDIA H100 80GB HBM3") / 1024
@@ -150,3 +152,33 @@ def test_a_session_plans_on_the_gpus_it_was_given(tmp_path, monkeypatch):
     (model / "config.json").write_text(__import__("json").dumps(MODELS["phi4_mini"]["shape"]["config"]))
     plan = capacity.plan_here(model, "vllm", {"max_model_len": 1024}, {"CUDA_VISIBLE_DEVICES": "1"})
     assert plan.memory.startswith("NVIDIA H200")
+
+
+# config.json sizes of two published checkpoints (their model cards give the totals)
+QWEN3_30B_A3B = {"hidden_size": 2048, "num_hidden_layers": 48, "num_attention_heads": 32, "num_key_value_heads": 4,
+                 "head_dim": 128, "vocab_size": 151936, "intermediate_size": 6144, "moe_intermediate_size": 768,
+                 "num_experts": 128, "num_experts_per_tok": 8, "decoder_sparse_step": 1, "mlp_only_layers": [],
+                 "tie_word_embeddings": False, "torch_dtype": "bfloat16"}
+DEEPSEEK_V2_LITE = {"hidden_size": 2048, "num_hidden_layers": 27, "num_attention_heads": 16, "q_lora_rank": None,
+                    "kv_lora_rank": 512, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128,
+                    "vocab_size": 102400, "intermediate_size": 10944, "moe_intermediate_size": 1408,
+                    "n_routed_experts": 64, "n_shared_experts": 2, "first_k_dense_replace": 1, "moe_layer_freq": 1,
+                    "tie_word_embeddings": False, "torch_dtype": "bfloat16"}
+
+
+@pytest.mark.parametrize("config, published", [(QWEN3_30B_A3B, 30.5e9), (DEEPSEEK_V2_LITE, 15.7e9)],
+                         ids=["qwen3-30b-a3b", "deepseek-v2-lite"])
+def test_qwen_moe_and_deepseek_weights_count_every_expert(config, published):
+    """Qwen-MoE's `num_experts` and DeepSeek's routed and shared experts, dense first layer
+    and latent attention: the parameter count within 1 % of the model card's."""
+    assert decoder_params(config) == pytest.approx(published, rel=0.01)
+    assert weight_bytes(config, {}) == pytest.approx(2 * published, rel=0.01)
+
+
+def test_latent_attention_caches_one_latent_a_layer_whole_on_every_tp_rank():
+    """DeepSeek's MLA: (kv_lora_rank + qk_rope_head_dim) x 2 bytes a layer, 31,104 bytes a
+    token for V2-Lite's 27 layers, not split by tensor parallelism (a GQA model's would be)."""
+    assert kv_bytes_per_token(DEEPSEEK_V2_LITE, {}, tp=1, pp=1) == 27 * (512 + 64) * 2
+    assert kv_bytes_per_token(DEEPSEEK_V2_LITE, {}, tp=2, pp=1) == 27 * (512 + 64) * 2
+    assert kv_bytes_per_token(DEEPSEEK_V2_LITE, {"kv_cache_dtype": "fp8"}, tp=1, pp=1) == 27 * (512 + 64)
+    assert kv_bytes_per_token(QWEN3_30B_A3B, {}, tp=2, pp=1) == 2 * 48 * 2 * 128 * 2   # 4 KV heads over 2 GPUs

@@ -1,10 +1,12 @@
 """What a figure must show to read at a glance, checked on its drawn artists (not pixels):
 every hue series visible (opaque, at least 3:1 against the background, a colour and a
 marker of its own), a discrete knob's axis ticking exactly its values, labels that fit,
-the hardware said once, a legend only for what varies."""
+the hardware said once, a legend only for what varies. What a figure must show is read
+off the table here, not asked of the plotting code it checks."""
 import math
 
 import matplotlib.colors as mcolors
+import numpy as np
 import pandas as pd
 
 from servelab.analysis import plots
@@ -22,7 +24,28 @@ def contrast(a, b) -> float:
     return (la + 0.05) / (lb + 0.05)
 
 
-def series_handles(figure, levels: list[str]) -> dict:
+def as_shown(value) -> str:
+    """How a table's value reads in a legend: true/false, whole numbers without '.0', inf."""
+    if isinstance(value, (bool, np.bool_)):
+        return str(bool(value)).lower()
+    if isinstance(value, (int, float, np.integer, np.floating)):
+        value = float(value)
+        return "inf" if math.isinf(value) else str(int(value)) if value.is_integer() else str(value)
+    return str(value)
+
+
+def knob_ticks(values: pd.Series) -> list[float] | None:
+    """The ticks a discrete knob's axis must show, exactly its values: a numeric column of
+    at most 8 whole, finite values (tensor parallel sizes, batch sizes); None otherwise."""
+    present = values.dropna()
+    numeric = pd.to_numeric(present, errors="coerce")
+    if present.empty or numeric.isna().any() or numeric.map(math.isinf).any():
+        return None
+    unique = sorted(numeric.unique())
+    return unique if len(unique) <= 8 and all(float(v).is_integer() for v in unique) else None
+
+
+def series_handles(figure, levels: set[str]) -> dict:
     """{level: legend handle} of the hue legend seaborn drew for the figure."""
     legend = getattr(figure, "legends", [])
     handles = {}
@@ -46,10 +69,10 @@ def check(figure, df: pd.DataFrame, spec: dict) -> list[str]:
     if raw:
         problems.append(f"a legend titled with the column's name: {raw}")
     if hue and hue != "statistic" and df[hue].nunique() > 1:
-        levels = plots.hue_levels(df[hue])
+        levels = {as_shown(v) for v in df[hue].dropna().unique()}
         handles = series_handles(figure, levels)
-        if set(handles) != set(levels):
-            problems.append(f"hue legend shows {sorted(handles)} of {levels}")
+        if set(handles) != levels:
+            problems.append(f"hue legend shows {sorted(handles)} of {sorted(levels)}")
         colours, markers = [], []
         for level, handle in handles.items():
             colour = handle.get_color() if hasattr(handle, "get_color") else handle.get_facecolor()[0]
@@ -64,12 +87,11 @@ def check(figure, df: pd.DataFrame, spec: dict) -> list[str]:
             problems.append(f"series share colours: {colours}")
         if len(set(markers)) != len(markers):
             problems.append(f"series share markers: {markers}")
-    ticks = plots.discrete_ticks(df[spec["x"]]) if plots.categorical_x(df[spec["x"]]) is None else None
+    values = knob_ticks(df[spec["x"]])
     for ax in figure.axes:
         if not ax.get_xlabel():
             continue   # a legend's or colour bar's axes
-        if ticks and ax.lines:
-            values, _ = ticks
+        if values and ax.lines:
             shown = [t for t in ax.get_xticks() if ax.get_xlim()[0] <= t <= ax.get_xlim()[1]]
             if not all(math.isclose(a, b) for a, b in zip(shown, values)) or len(shown) != len(values):
                 problems.append(f"x ticks {list(shown)} for the knob's values {values}")

@@ -35,6 +35,15 @@ def visible_gpus(env: dict | None = None) -> list[tuple[str, int]]:
     return [(",".join(r[2:-1]), int(float(r[-1]))) for r in rows]
 
 
+def visible_indices(env: dict) -> set[int] | None:
+    """The GPU indices a process with this environment may use (None: all, or named by UUID)."""
+    value = env.get("CUDA_VISIBLE_DEVICES")
+    if value is None:
+        return None
+    ids = [v.strip() for v in value.split(",") if v.strip()]
+    return {int(v) for v in ids} if all(v.isdigit() for v in ids) else None
+
+
 def host_memory_gib() -> float:
     for line in Path("/proc/meminfo").read_text().splitlines():
         if line.startswith("MemTotal:"):

@@ -22,8 +22,8 @@ from pathlib import Path
 
 import requests
 
+from servelab import machine
 from servelab.serve.monitors import parse_prometheus
-from servelab.serve.peak_memory import visible_gpus
 
 # vLLM's counters (v1 engine; `_total` is the Prometheus suffix of a counter)
 COUNTERS = {
@@ -243,7 +243,7 @@ def gpu_processes_of_others(env: dict, ours: set[int]) -> int | None:
                               capture_output=True, text=True, timeout=10).stdout
     except (OSError, subprocess.TimeoutExpired):
         return None
-    return len(others_on_gpus(gpus, apps, visible_gpus(env), ours))
+    return len(others_on_gpus(gpus, apps, machine.visible_indices(env), ours))
 
 
 def others_on_gpus(gpus_csv: str, apps_csv: str, visible: set[int] | None, ours: set[int]) -> list[int]:

@@ -16,6 +16,8 @@ import subprocess
 import threading
 from pathlib import Path
 
+from servelab import machine
+
 GIB = 1024 ** 3
 PAGE = os.sysconf("SC_PAGE_SIZE")
 
@@ -48,15 +50,6 @@ def parse_gpu_memory_mib(text: str) -> dict[int, float]:
     return used
 
 
-def visible_gpus(env: dict) -> set[int] | None:
-    """The GPU indices a process with this environment may use (None: all)."""
-    value = env.get("CUDA_VISIBLE_DEVICES")
-    if value is None:
-        return None
-    ids = [v.strip() for v in value.split(",") if v.strip()]
-    return {int(v) for v in ids} if all(v.isdigit() for v in ids) else None
-
-
 class PeakMemory:
     """Context manager: the peak of the samples while it is open (`result()` in GiB)."""
 
@@ -79,7 +72,7 @@ class PeakMemory:
                                      timeout=10).stdout
             except (OSError, subprocess.TimeoutExpired):
                 return
-            visible = visible_gpus(self.env)
+            visible = machine.visible_indices(self.env)
             used = sum(m for i, m in parse_gpu_memory_mib(out).items() if visible is None or i in visible)
             self.peak_gpu_mib = max(self.peak_gpu_mib or 0.0, used)
 

@@ -3,7 +3,8 @@ import subprocess
 import sys
 import time
 
-from servelab.serve.peak_memory import GIB, PeakMemory, group_rss_bytes, parse_gpu_memory_mib, visible_gpus
+from servelab.machine import visible_indices
+from servelab.serve.peak_memory import GIB, PeakMemory, group_rss_bytes, parse_gpu_memory_mib
 
 HOLD_MB = 300
 
@@ -30,7 +31,7 @@ def test_peak_rss_covers_every_process_of_the_group_and_outlives_them(tmp_path):
 def test_gpu_memory_of_the_visible_gpus_only():
     text = "0, 81000\n1, 1200\n2, 40500\n"
     assert parse_gpu_memory_mib(text) == {0: 81000.0, 1: 1200.0, 2: 40500.0}
-    assert visible_gpus({"CUDA_VISIBLE_DEVICES": "0,2"}) == {0, 2}
-    assert visible_gpus({}) is None
-    assert visible_gpus({"CUDA_VISIBLE_DEVICES": "GPU-5f1c"}) is None   # UUIDs: all GPUs are summed
+    assert visible_indices({"CUDA_VISIBLE_DEVICES": "0,2"}) == {0, 2}
+    assert visible_indices({}) is None
+    assert visible_indices({"CUDA_VISIBLE_DEVICES": "GPU-5f1c"}) is None   # UUIDs: all GPUs are summed
     assert GIB == 1 << 30

@@ -184,6 +184,12 @@ def build(df: pd.DataFrame, spec: dict, name: str = "figure"):
     data, hue = long_form(df, spec)
     x = spec["x"]
     x_known = data[x].notna().any()   # before names replace NaN
+    # rows measured without an x of their own (a measured x: a point without speculation
+    # has no acceptance rate) cannot sit on the axis: named under the figure, not drawn at "nan"
+    no_x = data[x].isna() & data["_y"].notna()
+    unplaced = sorted(set(data.loc[no_x, "server_point"].astype(str))) if x_known and "server_point" in data else []
+    if unplaced:
+        data = data[~no_x]
     drawable = data["_y"].notna().any() and x_known
     order = categorical_x(data[x])
     if order is not None:
@@ -296,7 +302,10 @@ def build(df: pd.DataFrame, spec: dict, name: str = "figure"):
     if marks:
         grid.figure.legend(list(marks.values()), list(marks), loc="upper left", fontsize="small",
                            frameon=False, bbox_to_anchor=(0.01, figure_bottom(grid.figure) - 0.01))
-    if footer := hardware_footer(df):
+    footer = hardware_footer(df)
+    if unplaced:
+        footer = "\n".join(filter(None, [f"not drawn (no {x}): {', '.join(unplaced)}", footer]))
+    if footer:
         grid.figure.text(0.01, figure_bottom(grid.figure) - 0.02, footer, fontsize="x-small", color="dimgray",
                          va="top", wrap=True)
     return grid.figure

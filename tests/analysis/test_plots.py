@@ -162,3 +162,18 @@ def test_the_search_figure_draws_the_frontiers_repeats_and_their_verdict(tmp_pat
     assert a[0] == pytest.approx(1.15) and a[1] == pytest.approx(300.0)
     assert "frontier: runner-up against the highest (-2.5 % [-9.0, +4.0]): not distinguishable" in texts[0]
     assert "c: at max_concurrency=2" in texts[0]
+
+
+def test_a_row_without_a_measured_x_is_named_under_the_figure_not_drawn_at_nan():
+    """Week 11: a point without speculation has no acceptance rate. The axis stays numeric
+    (it ticked "nan" and the rates as categories) and the footer names the row left off."""
+    df = pd.DataFrame({"server_point": ["speculative_config=none", "ngram", "ngram"],
+                       "spec_acceptance_rate": [math.nan, 0.02, 0.06], "tpot_p50_ms": [11.0, 55.0, 13.0],
+                       "valid": [True, True, True]})
+    spec = {"x": "spec_acceptance_rate", "y": "tpot_p50_ms", "kind": "scatter", "hue": "server_point",
+            "xlabel": "Acceptance rate", "ylabel": "TPOT p50 (ms)"}
+    figure = plots.build(df, spec)
+    labels = [t.get_text() for ax in figure.axes for t in ax.get_xticklabels()]
+    assert "nan" not in labels and len(figure.axes[0].collections[0].get_offsets()) == 2
+    assert any(t.get_text().startswith("not drawn (no spec_acceptance_rate): speculative_config=none")
+               for t in figure.texts)

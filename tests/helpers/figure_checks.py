@@ -68,8 +68,9 @@ def check(figure, df: pd.DataFrame, spec: dict) -> list[str]:
     raw = sorted(c for c in (spec.get("hue"), spec.get("size")) if c and "_" in c and c in legend_words)
     if raw:
         problems.append(f"a legend titled with the column's name: {raw}")
-    if hue and hue != "statistic" and df[hue].nunique() > 1:
-        levels = {as_shown(v) for v in df[hue].dropna().unique()}
+    placed = df[df[spec["x"]].notna()]   # a row with no x is named under the figure, not drawn
+    if hue and hue != "statistic" and placed[hue].nunique() > 1:
+        levels = {as_shown(v) for v in placed[hue].dropna().unique()}
         handles = series_handles(figure, levels)
         if set(handles) != levels:
             problems.append(f"hue legend shows {sorted(handles)} of {sorted(levels)}")

@@ -173,7 +173,8 @@ class Server:
         if self.engine_processes:   # first: a process gone is named even after its fatal line
             alive = group_processes(self.proc.pid)
             for pid, title in alive.items():
-                if title.startswith(self.engine_processes):
+                # not a helper an engine process forked, which bears its title until it execs or exits
+                if title.startswith(self.engine_processes) and alive.get(parent_pid(pid)) != title:
                     self.seen_engine[pid] = title
             self.descendants.update({pid: start_time(pid) for pid in alive})
             for pid, title in self.seen_engine.items():
@@ -298,6 +299,10 @@ def still_running(pid: int, started: str) -> bool:
     return bool(fields) and fields[0] != "Z" and fields[19] == started
 
 
+def parent_pid(pid: int) -> int | None:
+    return int(fields[1]) if (fields := proc_stat(pid)) else None
+
+
 def group_processes(pgid: int) -> dict[int, str]:
     """{pid: title} of the live processes of the group and of their descendants (title:
     the command line as the process set it, e.g. vLLM's 'VLLM::EngineCore')."""
@@ -327,17 +332,8 @@ def group_processes(pgid: int) -> dict[int, str]:
 
 def group_alive(pgid: int) -> bool:
     """True while any non-zombie process is left in the group."""
-    for proc_dir in Path("/proc").iterdir():
-        if not proc_dir.name.isdigit():
-            continue
-        try:
-            fields = (proc_dir / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        state, group = fields[0], int(fields[2])
-        if group == pgid and state != "Z":
-            return True
-    return False
+    return any((fields := proc_stat(int(d.name))) and int(fields[2]) == pgid and fields[0] != "Z"
+               for d in Path("/proc").iterdir() if d.name.isdigit())
 
 
 def terminate_on_sigterm() -> None:

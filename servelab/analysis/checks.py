@@ -87,10 +87,12 @@ def floor_checks(row: dict, record: dict) -> tuple[list[str], dict]:
     data_parallel = next((int(server[k]) for k in ("data_parallel_size", "dp", "dp_size") if server.get(k)), 1)
     completed = row.get("completed") or 0
     input_tokens = row.get("total_input_tokens") / completed if completed and row.get("total_input_tokens") else None
+    size = record.get("model_size") or {}
     if row.get("weights_gib"):   # what the engine loaded on each GPU (quantized weights included)
-        model, per_gpu = {"weight_bytes": row["weights_gib"] * 2 ** 30, "dtype": None}, 1
+        model, per_gpu = {"weight_bytes": row["weights_gib"] * 2 ** 30, "dtype": None,
+                          "active_fraction": size.get("active_fraction", 1.0)}, 1
     else:                        # the checkpoint's size, spread over the point's tensor/pipeline GPUs
-        model, per_gpu = record.get("model_size"), gpus_needed(server) // data_parallel
+        model, per_gpu = size, gpus_needed(server) // data_parallel
     floors = floors_ms(model, gpus, per_gpu, input_tokens)
     problems = []
     itl, floor = row.get("itl_p50_ms"), floors["itl_floor_ms"]

@@ -46,14 +46,31 @@ def is_moe_layer(config: dict, layer: int) -> bool:
     return layer not in (config.get("mlp_only_layers") or []) and (layer + 1) % step == 0
 
 
-def moe_params(config: dict) -> int:
-    """One MoE layer's MLP: routed experts, shared experts (Qwen2-MoE's one of
-    `shared_expert_intermediate_size` with its gate; DeepSeek's `n_shared_experts`), router."""
+def moe_params(config: dict, *, routed: int | None = None) -> int:
+    """One MoE layer's MLP: routed experts (all, or the `routed` a token goes to), shared
+    experts (Qwen2-MoE's one of `shared_expert_intermediate_size` with its gate; DeepSeek's
+    `n_shared_experts`), router."""
     h, experts = config["hidden_size"], routed_experts(config)
     expert = 3 * h * (config.get("moe_intermediate_size") or config["intermediate_size"])
     shared = 3 * h * (config.get("shared_expert_intermediate_size") or 0) + (h if config.get("shared_expert_intermediate_size") else 0)
     shared += (config.get("n_shared_experts") or 0) * expert
-    return experts * expert + shared + h * experts
+    return (routed or experts) * expert + shared + h * experts
+
+
+def active_fraction(config: dict) -> float:
+    """The share of the weights one token's decode step reads: all but the input embedding
+    table, of which a lookup reads one row (unless the head shares it), and, for a MoE, the
+    routed experts the token is not sent to (it goes to num_experts_per_tok of them). A
+    batch reads more experts, so the share is a lower bound at any batch."""
+    total = decoder_params(config)
+    if not total:
+        return 1.0
+    unread = 0 if config.get("tie_word_embeddings") else config["vocab_size"] * config["hidden_size"]
+    top_k = config.get("num_experts_per_tok")
+    if top_k and routed_experts(config) > 1:
+        moe_layers = sum(is_moe_layer(config, layer) for layer in range(config["num_hidden_layers"]))
+        unread += moe_layers * (moe_params(config) - moe_params(config, routed=min(int(top_k), routed_experts(config))))
+    return 1.0 - unread / total
 
 
 def attention_params(config: dict) -> int:
@@ -70,12 +87,13 @@ def attention_params(config: dict) -> int:
 
 
 def model_size(model_dir: str | Path) -> dict:
-    """Bytes of the checkpoint's weights and its dtype (config.json). A model by shape has
-    no checkpoint: its size is what vLLM's random weights of that shape take."""
+    """Bytes of the checkpoint's weights, its dtype (config.json) and the share of them one
+    token's decode step reads (a MoE's active experts). A model by shape has no checkpoint:
+    its size is what vLLM's random weights of that shape take."""
     model_dir = Path(model_dir)
     weights = sum(p.stat().st_size for p in model_dir.glob("*.safetensors"))
     config = json.loads((model_dir / "config.json").read_text()) if (model_dir / "config.json").exists() else {}
     dtype = config.get("torch_dtype") or config.get("dtype")
     if not weights and "quantization_config" not in config and (params := decoder_params(config)):
         weights = params * BYTES_PER_PARAM.get(dtype or "bfloat16", 2)
-    return {"weight_bytes": weights, "dtype": dtype}
+    return {"weight_bytes": weights, "dtype": dtype, "active_fraction": round(active_fraction(config), 4)}

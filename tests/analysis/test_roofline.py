@@ -1,10 +1,13 @@
 """Week 3's lower bound from the model size and the GPU datasheet (resources/gpus.yaml)."""
+import json
 import math
+from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from servelab.analysis import plots, roofline
+from conftest import load_config
+from servelab.analysis import metrics, plots, roofline
 from servelab.fetch import model_facts
 
 LLAMA_8B_BF16 = {"weight_bytes": 16.06e9, "dtype": "bfloat16"}
@@ -42,7 +45,7 @@ def test_theory_columns_for_a_latency_row_and_none_without_a_known_gpu():
 def test_model_size_reads_the_checkpoint(tmp_path):
     (tmp_path / "model.safetensors").write_bytes(b"\0" * 1000)
     (tmp_path / "config.json").write_text('{"torch_dtype": "float32"}')
-    assert model_facts.model_size(tmp_path) == {"weight_bytes": 1000, "dtype": "float32"}
+    assert model_facts.model_size(tmp_path) == {"weight_bytes": 1000, "dtype": "float32", "active_fraction": 1.0}
 
 
 def test_a_theory_column_without_values_is_left_out_of_the_figure(tmp_path):
@@ -68,4 +71,37 @@ def test_a_shape_without_weights_is_sized_from_its_config(tmp_path, course_confi
     assert model_facts.decoder_params(course_config["models"]["llama32_1b"]["shape"]["config"]) == pytest.approx(
         1.236e9, rel=0.005)
     size = model_facts.model_size(shape_model.build(tmp_path / "m", {"config": llama}))
-    assert size == {"weight_bytes": model_facts.decoder_params(llama) * 2, "dtype": "bfloat16"}
+    assert size == {"weight_bytes": model_facts.decoder_params(llama) * 2, "dtype": "bfloat16",
+                    "active_fraction": round(1 - 128256 * 4096 / model_facts.decoder_params(llama), 4)}
+
+
+MOE_RUN = Path(__file__).parents[2] / "tests/data/recorded_gpu/h200_20261129_moe_plan"
+MOE_MODELS = load_config("config/plan-check-moe-gpu.yaml")["models"]
+
+
+@pytest.mark.parametrize("model, published, counts_embeddings", [
+    ("mixtral_8x7b", 12.9e9, True), ("qwen3_30b_a3b", 3.3e9, True),
+    # DeepSeek-V2-Lite's card gives 2.4 B activated without the embedding table (2.66 B with it)
+    ("deepseek_v2_lite", 2.4e9, False)])
+def test_one_tokens_decode_step_reads_its_experts_not_the_embedding_table(model, published, counts_embeddings):
+    config = MOE_MODELS[model]["shape"]["config"]
+    read = model_facts.decoder_params(config) * model_facts.active_fraction(config)
+    table = config["vocab_size"] * config["hidden_size"]
+    assert read + (table if counts_embeddings else 0) == pytest.approx(published, rel=0.025)
+
+
+@pytest.mark.parametrize("experiment, model", [("plan_check_qwen3_moe", "qwen3_30b_a3b"),
+                                               ("plan_check_deepseek_mla", "deepseek_v2_lite")])
+def test_a_moe_served_on_an_h200_decodes_above_its_floor(tmp_path, experiment, model):
+    """Recorded on one H200 (vLLM 0.26.0, random weights, 16 prompts at once): ITL p50 12.4 ms
+    (Qwen3-30B-A3B) and 3.9 ms (DeepSeek-V2-Lite). The box's table took both for measurement
+    errors: its floor read every expert each step (12.7 and 6.6 ms)."""
+    record = json.loads((MOE_RUN / experiment / "record.json").read_text())
+    bench = json.loads((MOE_RUN / experiment / "bench.json").read_text())
+    as_recorded = metrics.point_row(record, bench)     # the size it recorded: every weight read
+    assert not as_recorded["valid"] and "decode floor" in as_recorded["invalid_reason"]
+    (tmp_path / "config.json").write_text(json.dumps(MOE_MODELS[model]["shape"]["config"]))
+    record["model_size"] = model_facts.model_size(tmp_path)   # what a measurement records today
+    row = metrics.point_row(record, bench)
+    assert row["valid"], row["invalid_reason"]
+    assert row["itl_floor_ms"] < row["itl_p50_ms"] < 10 * row["itl_floor_ms"]

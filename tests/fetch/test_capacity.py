@@ -13,7 +13,7 @@ from servelab.fetch.model_facts import decoder_params
 
 RECORDED = REPO / "tests/data/recorded_gpu"
 H100 = capacity.gpu_memory_mib("NVIDIA H100 80GB HBM3") / 1024
-MODELS = load_config("config/config.yaml")["models"]
+MODELS = load_config("config/plan-check-moe-gpu.yaml")["models"]   # the course's and two MoE shapes
 
 # (table, experiment, server point, engine, model, the point's knobs as the run served them)
 CASES = [
@@ -44,6 +44,15 @@ CASES = [
     ("h200x4_20261128_steady/study_phi4_path_l4kv/metrics.csv", "study_phi4_path_l4kv", "seqs128_fp8kv", "vllm",
      "phi4_mini", {"max_model_len": 1024, "gpu_memory_utilization": 0.9, "kv_cache_memory_bytes": 13.5e9,
                    "kv_cache_dtype": "fp8"}),
+    # one H200 (2026-11-29): the same L4 KV point one session at a time, and two MoE shapes
+    # the plan models apart: Qwen-MoE's 128 experts, DeepSeek's latent attention
+    ("h200_20261129_fp8kv/study_phi4_path_l4kv/metrics.csv", "study_phi4_path_l4kv", "seqs128_fp8kv", "vllm",
+     "phi4_mini", {"max_model_len": 1024, "gpu_memory_utilization": 0.9, "kv_cache_memory_bytes": 13.5e9,
+                   "kv_cache_dtype": "fp8"}),
+    ("h200_20261129_moe_plan/plan_check_qwen3_moe/metrics.csv", "plan_check_qwen3_moe", "base", "vllm",
+     "qwen3_30b_a3b", {"max_model_len": 4096, "gpu_memory_utilization": 0.9}),
+    ("h200_20261129_moe_plan/plan_check_deepseek_mla/metrics.csv", "plan_check_deepseek_mla", "base", "vllm",
+     "deepseek_v2_lite", {"max_model_len": 4096, "gpu_memory_utilization": 0.9}),
 ]
 
 
@@ -55,7 +64,7 @@ def measured(table: str, server_point: str) -> tuple[float, int, str]:
 
 
 @pytest.mark.parametrize("table,experiment,server_point,engine,model,knobs", CASES,
-                         ids=[f"{c[1]}[{c[2]}]" for c in CASES])
+                         ids=[f"{c[0].split('/')[0]}:{c[1]}[{c[2]}]" for c in CASES])
 def test_the_plan_is_within_its_goal_of_what_the_engine_reported(table, experiment, server_point, engine, model,
                                                                   knobs):
     weights, tokens, gpu = measured(table, server_point)

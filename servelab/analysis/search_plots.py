@@ -130,7 +130,7 @@ def frontier_figure(df: pd.DataFrame, search: dict, out: str | Path, footer: str
         handles.append(h[-1])
         labels.append(lab[-1])
     axes[0][-1].legend(handles, labels, fontsize="x-small", loc="upper left", bbox_to_anchor=(1.02, 1))
-    fig.suptitle(f"SLO frontier: each configuration's load bisection (filled: met the whole SLO)",
+    fig.suptitle("SLO frontier: each configuration's load bisection (filled: met the whole SLO)",
                  fontsize="medium")
     return save(fig, out, footer)
 

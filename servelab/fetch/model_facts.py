@@ -13,11 +13,9 @@ def decoder_params(config: dict) -> int | None:
     """Parameters of a decoder from its config.json: embeddings (and an untied head),
     attention (grouped-query, or DeepSeek's multi-head latent attention), every layer's MLP
     (dense, or a MoE's experts, shared experts and router: Mixtral, Qwen-MoE, DeepSeek), the norms."""
-    try:
-        h, layers, vocab = config["hidden_size"], config["num_hidden_layers"], config["vocab_size"]
-        heads = config["num_attention_heads"]
-    except KeyError:
+    if any(k not in config for k in ("hidden_size", "num_hidden_layers", "vocab_size", "num_attention_heads")):
         return None
+    h, layers, vocab = config["hidden_size"], config["num_hidden_layers"], config["vocab_size"]
     embeddings = vocab * h * (1 if config.get("tie_word_embeddings") else 2)
     moe_layers = [layer for layer in range(layers) if is_moe_layer(config, layer)]
     if moe_layers and not config.get("moe_intermediate_size") and not config.get("intermediate_size"):

@@ -107,7 +107,7 @@ class CompileGate:
         started, told = time.monotonic(), -60.0
         while True:
             for n in range(self.cold_at_once):
-                handle = open(self.directory / f"cold-slot{n}.lock", "a+")
+                handle = open(self.directory / f"cold-start{n}.lock", "a+")
                 try:
                     fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
                     return handle
@@ -115,7 +115,7 @@ class CompileGate:
                     handle.close()
             waited = time.monotonic() - started
             if waited - told >= 60:
-                self.progress(f"waiting for one of {self.cold_at_once} cold-start slot(s) ({waited:.0f}s)")
+                self.progress(f"waiting: {self.cold_at_once} cold start(s) at once already running ({waited:.0f}s)")
                 told = waited
             time.sleep(self.poll_s)
 

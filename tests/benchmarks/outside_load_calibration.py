@@ -208,7 +208,7 @@ def main() -> None:
                 print_row(summary(name, runs[name], runs.get("alone") if name != "alone" else None), machine)
 
             condition("alone")
-            for k in sorted({1, neighbours} - {0}):
+            for k in sorted({1, neighbours} - {0}) if neighbours else []:
                 loads = [neighbour_load(model, s, tmp / f"nb{k}-{i}", args) for i, s in enumerate(servers[1:k + 1])]
                 time.sleep(15)   # their clients import and reach their rate
                 try:

@@ -1,7 +1,6 @@
 """run_what_fits: of the course, what a box cannot run is left out one line each, by GPUs,
 GPU memory, packages where the engine imports them and profilers on PATH
 (servelab/checks/box_fit.py); the DAG a dry run builds then lacks exactly those."""
-import json
 import re
 import subprocess
 import sys

@@ -2,8 +2,6 @@
 pre-flight, the engine's version and its processes look it up there (a real directory
 of packages, as `pip install --target` leaves it)."""
 import json
-import subprocess
-import sys
 
 from servelab.checks import preflight
 from servelab.engines import environment

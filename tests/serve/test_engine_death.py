@@ -3,7 +3,6 @@ engine's death (not at the start-up timeout), names the process killed, is told 
 (no exception of its own: servelab.serve.failure), and leaves no process."""
 import os
 import signal
-import sys
 import threading
 import time
 

@@ -35,6 +35,14 @@ def visible_gpus(env: dict | None = None) -> list[tuple[str, int]]:
     return [(",".join(r[2:-1]), int(float(r[-1]))) for r in rows]
 
 
+def machine_gpus(env: dict) -> list[str]:
+    """The GPU ids this machine lets us use: CUDA_VISIBLE_DEVICES's if set, else the index of
+    every GPU nvidia-smi lists."""
+    if env.get("CUDA_VISIBLE_DEVICES"):
+        return [d.strip() for d in env["CUDA_VISIBLE_DEVICES"].split(",") if d.strip()]
+    return nvidia_smi_rows("index")
+
+
 def visible_indices(env: dict) -> set[int] | None:
     """The GPU indices a process with this environment may use (None: all, or named by UUID)."""
     value = env.get("CUDA_VISIBLE_DEVICES")

@@ -66,7 +66,6 @@ def this_box(config: dict) -> Box:
     the config gives it (a cluster's nodes, seen from a login node without GPUs)."""
     from servelab import machine
     from servelab.fetch import capacity
-    from servelab.run.gpu_claims import machine_gpus
 
     listed = machine.visible_gpus()
     name = config.get("gpu_here") or (listed[0][0] if listed else None)
@@ -76,7 +75,7 @@ def this_box(config: dict) -> Box:
         gib = mib / 1024 if mib else None
     count = config.get("gpus_here")
     if count is None:
-        count = len(machine_gpus(dict(os.environ)))
+        count = len(machine.machine_gpus(dict(os.environ)))
     return Box(gpus=int(count), gpu_name=name, gpu_memory_gib=gib)
 
 

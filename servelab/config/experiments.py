@@ -31,6 +31,9 @@ CLIENT_KNOB = "client"
 WORKLOAD_KNOB = "workload"
 # client knob: how long a load point holds its load, in seconds (servelab sizes num_prompts)
 DURATION_KNOB = "duration_s"
+# fewer requests than this sent inside a point's held window: too few to judge a steady
+# state (servelab.search.steady_window)
+HELD_MIN_REQUESTS = 10
 # server.leave_out: the server point ids of an experiment not to run
 LEAVE_OUT = "leave_out"
 # an experiment's search section (servelab.search): space, load, slo, strategy, budget
@@ -168,17 +171,19 @@ def bench_knobs(knobs: dict) -> dict:
 def sized_prompts(knobs: dict, request_s: float | None) -> int | None:
     """The prompts a load point sends: enough to hold its load `duration_s` seconds on this
     box (rate x duration; for a closed loop, max_concurrency x duration / the request time
-    the session's warm-up measured), never fewer than its configured num_prompts. A point
-    without a duration sends its num_prompts."""
+    the session's warm-up measured), never fewer than its configured num_prompts. A closed
+    loop also sends enough for a held window whatever its requests take: C in its ramp, C in
+    its drain and HELD_MIN_REQUESTS between. A point without a duration sends its num_prompts."""
     duration, floor = knobs.get(DURATION_KNOB), knobs.get("num_prompts")
     if duration is None:
         return floor
     rate = knobs.get("request_rate")
     if rate not in (None, "inf") and math.isfinite(float(rate)):
         wanted = float(rate) * duration
-    elif knobs.get("max_concurrency") and request_s:
-        wanted = knobs["max_concurrency"] * duration / request_s
-    else:   # a closed loop whose warm-up measured nothing: its floor
+    elif knobs.get("max_concurrency"):
+        wanted = max(knobs["max_concurrency"] * duration / request_s if request_s else 0,
+                     2 * knobs["max_concurrency"] + HELD_MIN_REQUESTS)
+    else:   # a closed loop without a concurrency: its floor
         wanted = 0
     return max(int(floor or 1), math.ceil(wanted))
 

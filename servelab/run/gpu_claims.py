@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import fcntl
 import os
-import subprocess
 import time
 from pathlib import Path
+
+from servelab.machine import machine_gpus
 
 LOCK_DIR = Path(os.environ.get("SERVELAB_GPU_LOCK_DIR", "/tmp/servelab-gpu-locks"))
 # A job narrower than the machine that finds every GPU free (a run's start) waits this long
@@ -35,18 +36,6 @@ START_GRACE_S = float(os.environ.get("SERVELAB_GPU_START_GRACE_S", "5"))
 def scheduler_assigned(env: dict) -> bool:
     """SLURM (or another scheduler) already chose this job's GPUs."""
     return "SLURM_JOB_ID" in env and "CUDA_VISIBLE_DEVICES" in env
-
-
-def machine_gpus(env: dict) -> list[str]:
-    """The GPUs this machine lets us use: CUDA_VISIBLE_DEVICES if set, else every GPU nvidia-smi lists."""
-    if env.get("CUDA_VISIBLE_DEVICES"):
-        return [d.strip() for d in env["CUDA_VISIBLE_DEVICES"].split(",") if d.strip()]
-    try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=index", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=30).stdout
-    except (OSError, subprocess.TimeoutExpired):
-        return []
-    return [line.strip() for line in out.splitlines() if line.strip()]
 
 
 class GpuClaim:

@@ -19,7 +19,7 @@ import math
 import statistics
 
 # fewer requests than this started inside the window: too few to judge a steady state
-MIN_REQUESTS = 10
+from servelab.config.experiments import HELD_MIN_REQUESTS as MIN_REQUESTS
 # the last third's mean TTFT over the first third's: above this the queue grew
 TTFT_TREND_LIMIT = 2.0
 # requests completed over requests arrived inside the window: below this the queue grew

@@ -8,7 +8,8 @@ import time
 
 import pytest
 
-from servelab.run.gpu_claims import GpuClaim, JobGpus, machine_gpus, scheduler_assigned
+from servelab.machine import machine_gpus
+from servelab.run.gpu_claims import GpuClaim, JobGpus, scheduler_assigned
 
 
 def test_concurrent_claims_get_disjoint_gpus_and_a_released_one_is_free_again(tmp_path):

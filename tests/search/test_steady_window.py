@@ -130,11 +130,43 @@ def test_no_per_request_records_no_window():
     ({"num_prompts": 100, "request_rate": 50, "duration_s": 60}, None, 3000),      # rate x duration
     ({"num_prompts": 5000, "request_rate": 50, "duration_s": 60}, None, 5000),     # the floor
     ({"num_prompts": 10, "request_rate": "inf", "max_concurrency": 250, "duration_s": 60}, 4.0, 3750),
-    ({"num_prompts": 10, "request_rate": "inf", "max_concurrency": 250, "duration_s": 60}, None, 10),
+    # a closed loop whose warm-up measured nothing, or whose requests are slow: C in the
+    # ramp, C in the drain and 10 held between
+    ({"num_prompts": 10, "request_rate": "inf", "max_concurrency": 250, "duration_s": 60}, None, 510),
+    ({"num_prompts": 8, "request_rate": "inf", "max_concurrency": 4, "duration_s": 2}, 1.0, 18),
+    ({"num_prompts": 8, "request_rate": "inf", "max_concurrency": 1, "duration_s": 2}, 0.5, 12),
     ({"num_prompts": 40, "request_rate": 4}, None, 40),                            # no duration
 ])
 def test_points_sized_in_time(knobs, request_s, expected):
     assert sized_prompts(knobs, request_s) == expected
+
+
+def closed_loop(prompts: int, concurrency: int, latency: float, output: int = 16) -> dict:
+    """A saved result of a closed loop: `concurrency` requests at once, each `latency` s
+    long, the next sent as one completes."""
+    free, starts = [0.0] * concurrency, []
+    for _ in range(prompts):
+        t = min(free)
+        starts.append(t)
+        free[free.index(t)] = t + latency
+    n = len(starts)
+    return {"request_rate": float("inf"), "max_concurrency": concurrency, "start_times": starts,
+            "ttfts": [0.1 * latency] * n, "itls": [[0.9 * latency / (output - 1)] * (output - 1)] * n,
+            "latencies": [latency] * n, "output_lens": [output] * n, "input_lens": [100] * n,
+            "errors": [""] * n, "completed": n, "failed": 0, "max_concurrent_requests": concurrency}
+
+
+@pytest.mark.parametrize("concurrency", [1, 4, 16])
+@pytest.mark.parametrize("warmup_s, point_s", [(0.3, 0.3), (0.3, 0.9), (0.3, 3.0)])
+def test_a_closed_loop_sized_in_time_holds_a_window_however_slow_its_requests(concurrency, warmup_s, point_s):
+    """The CPU default's workload matrix sent 8 prompts at 4 in flight: a window of no
+    request. Sized in time, a closed loop holds one even where its requests took 10x what
+    the warm-up measured (a busy host)."""
+    knobs = {"num_prompts": 8, "request_rate": "inf", "max_concurrency": concurrency, "duration_s": 2}
+    w = steady_window.window(closed_loop(sized_prompts(knobs, warmup_s), concurrency, point_s))
+    assert w["no_steady_state"] is None, w
+    assert w["window_requests"] >= steady_window.MIN_REQUESTS
+    assert steady_window.window(closed_loop(8, 4, point_s))["no_steady_state"]   # as the default was
 
 
 def test_a_point_sized_in_time_keeps_both_its_duration_and_the_measured_one():

@@ -457,6 +457,9 @@ def test_workload_matrix_rows_per_workload_and_concurrency(workdir, first_run):
     assert (table["peak_rss_gib"] > 0).all() and (table["ttft_p50_ms"] > 0).all()
     tokens = table.groupby("workload")["total_input_tokens"].min()
     assert tokens["long_short"] > tokens["short_short"] > 0
+    # sized in time, every closed loop held a window: C in the ramp, C in the drain, 10 between
+    assert (table["window"] == "steady").all() and (table["steady_requests"] >= 10).all()
+    assert (table["prompts_sent"] >= 2 * table["max_concurrency"] + 10).all()
 
 
 def test_engine_counters_and_the_drift_check_are_columns(workdir, first_run):

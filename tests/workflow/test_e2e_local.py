@@ -102,9 +102,11 @@ def test_local_week01_sweep_produces_plausible_table_and_figures(workdir, first_
     (server_log,) = (workdir / "results/week01/store/sessions").glob("base-*/server.log")
     assert "Application startup complete" in server_log.read_text()
     # where the start-up went: the phases vLLM's log states and those its lines' times give
-    # (each to +-1 s) add up to no more than the start-up the session measured
+    # (each to +-1 s) add up to no more than the start-up the session measured. The front end
+    # of a forked start (its engine process's first line in the API server's second) can be 0 s.
     phases = table[["startup_imports_s", "startup_frontend_s", "startup_weights_s", "startup_engine_init_s"]]
-    assert (phases.nunique() == 1).all() and (phases > 0).all().all()
+    assert (phases.nunique() == 1).all() and (phases >= 0).all().all()
+    assert (phases.drop(columns="startup_frontend_s") > 0).all().all()
     assert (phases.sum(axis=1) <= table["server_startup_s"] + 2).all()
     assert (table["startup_other_s"] >= 0).all()
     record = next(iter(stored_records(workdir).values()))

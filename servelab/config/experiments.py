@@ -172,8 +172,9 @@ def sized_prompts(knobs: dict, request_s: float | None) -> int | None:
     """The prompts a load point sends: enough to hold its load `duration_s` seconds on this
     box (rate x duration; for a closed loop, max_concurrency x duration / the request time
     the session's warm-up measured), never fewer than its configured num_prompts. A closed
-    loop also sends enough for a held window whatever its requests take: C in its ramp, C in
-    its drain and HELD_MIN_REQUESTS between. A point without a duration sends its num_prompts."""
+    loop also sends enough for a held window where its requests take about the same time,
+    however long: C in its ramp, C in its drain and HELD_MIN_REQUESTS between. A point
+    without a duration sends its num_prompts."""
     duration, floor = knobs.get(DURATION_KNOB), knobs.get("num_prompts")
     if duration is None:
         return floor

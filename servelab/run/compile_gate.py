@@ -60,7 +60,7 @@ class CompileGate:
         self.directory, self.key, self.cold_at_once = Path(directory), key, cold_at_once
         self.poll_s, self.progress = poll_s, progress
         self.handle = None          # the key's lock, held while this start compiles it
-        self.slot = None
+        self.cold_lock = None
         self.cold = False
         self.waited_s = 0.0
 
@@ -79,7 +79,7 @@ class CompileGate:
             else:
                 self.cold = True
                 if self.cold_at_once:
-                    self.slot = self._take_slot()
+                    self.cold_lock = self._take_cold_lock()
         self.waited_s = time.monotonic() - started
         if self.cold:
             self.progress(f"compile gate: cold ({self.key}), after {self.waited_s:.1f}s")
@@ -103,7 +103,7 @@ class CompileGate:
                     told = waited
                 time.sleep(self.poll_s)
 
-    def _take_slot(self):
+    def _take_cold_lock(self):
         started, told = time.monotonic(), -60.0
         while True:
             for n in range(self.cold_at_once):
@@ -126,7 +126,7 @@ class CompileGate:
         self.release()
 
     def release(self) -> None:
-        for handle in (self.handle, self.slot):
+        for handle in (self.handle, self.cold_lock):
             if handle is not None:
                 handle.close()
-        self.handle = self.slot = None
+        self.handle = self.cold_lock = None

@@ -126,8 +126,9 @@ def test_offline_weeks_run_for_real(workdir, first_run):
     assert (0 < latency["latency_p50_s"]).all() and (latency["latency_p50_s"] <= latency["latency_p99_s"]).all()
     throughput = pd.read_csv(workdir / "results/week04/metrics.csv").set_index("max_num_seqs")
     assert sorted(throughput.index) == [1, 8]
-    assert (throughput["completed"] == 40).all() and throughput["valid"].all()
-    # the same 40 requests at either setting: only the engine's batching differs
+    prompts = load_config(*CONFIGS)["experiments"]["week04"]["client"]["args"]["num_prompts"]
+    assert (throughput["completed"] == prompts).all() and throughput["valid"].all()
+    # the same requests at either setting: only the engine's batching differs
     assert throughput["total_tokens"].nunique() == 1 and (throughput["total_token_throughput_tps"] > 0).all()
     # offline points carry the load from outside over each too (a job beside them slows them)
     assert (latency["outside_cpu_cores"] >= 0).all() and (throughput["outside_cpu_cores"] >= 0).all()
@@ -208,9 +209,11 @@ def test_profiler_trace_and_metrics_timeline(workdir, first_run):
     timeline = pd.read_csv(session / "metrics.csv")
     generated = timeline[timeline["metric"] == "vllm:generation_tokens_total"].sort_values("t_s")
     # the counter was scraped before and after the load: it rose by the tokens generated
-    assert len(generated) >= 2 and generated["value"].iloc[-1] - generated["value"].iloc[0] >= 10 * 16
+    args = load_config(*CONFIGS)["experiments"]["week02_profile"]["client"]["args"]
+    rose = generated["value"].iloc[-1] - generated["value"].iloc[0]
+    assert len(generated) >= 2 and rose >= args["num_prompts"] * args["sharegpt_output_len"]
     row = pd.read_csv(workdir / "results/week02_profile/metrics.csv").iloc[0]
-    assert row["valid"] and row["completed"] == 10
+    assert row["valid"] and row["completed"] == args["num_prompts"]
 
 
 def test_report_holds_the_figures_and_table(workdir, first_run):

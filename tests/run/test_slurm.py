@@ -151,7 +151,7 @@ def test_gpu_model_the_cluster_lacks_fails_fast(slurm_run):
     args = profile_for_test_cluster(work, "slurm-h100", session={
         "gpu_model": "h100", "cpus_per_gpu": 1, "mem_mb": 6000})
     (work / "slurm-test.yaml").write_text(yaml.safe_dump(
-        {**OVERLAY, "experiments": {"week01": {"client": {"args": {"num_prompts": 13}}}}}))
+        {**OVERLAY, "run": ["week01"], "experiments": {"week01": {"client": {"args": {"num_prompts": 13}}}}}))
     started = time.monotonic()
     proc = snakemake(work, *args, "results/week01/metrics.csv", check=False, timeout=600)
     took = time.monotonic() - started

@@ -34,6 +34,14 @@ DURATION_KNOB = "duration_s"
 # fewer requests than this sent inside a point's held window: too few to judge a steady
 # state (servelab.search.steady_window)
 HELD_MIN_REQUESTS = 10
+# a closed loop sized in time never sends fewer than CLOSED_LOOP_WAVES x C + HELD_MIN_REQUESTS +
+# CLOSED_LOOP_SPARE: C sent at once, up to C more sent before the window opens (requests shorter
+# than the median end inside the ramp, half of the first wave and more where times vary), C in
+# flight at the end, and 10 between; the spare covers runs of short requests at 1 or 2 in
+# flight. Simulated loops whose request times spread log-normally with sigma 1 (p90/p10 ~13)
+# all hold 10 at C = 1-16 (tests/search/test_steady_window.py); 2C + 10 left 8-10 % short at C = 1
+CLOSED_LOOP_WAVES = 3
+CLOSED_LOOP_SPARE = 2
 # server.leave_out: the server point ids of an experiment not to run
 LEAVE_OUT = "leave_out"
 # an experiment's search section (servelab.search): space, load, slo, strategy, budget
@@ -168,13 +176,17 @@ def bench_knobs(knobs: dict) -> dict:
     return {k: v for k, v in knobs.items() if k not in (RESTART_KNOB, WORKLOAD_KNOB, DURATION_KNOB)}
 
 
+def closed_loop_floor(concurrency: int) -> int:
+    """The fewest prompts a closed loop at `concurrency` in flight, sized in time, sends."""
+    return CLOSED_LOOP_WAVES * concurrency + HELD_MIN_REQUESTS + CLOSED_LOOP_SPARE
+
+
 def sized_prompts(knobs: dict, request_s: float | None) -> int | None:
     """The prompts a load point sends: enough to hold its load `duration_s` seconds on this
     box (rate x duration; for a closed loop, max_concurrency x duration / the request time
     the session's warm-up measured), never fewer than its configured num_prompts. A closed
-    loop also sends enough for a held window where its requests take about the same time,
-    however long: C in its ramp, C in its drain and HELD_MIN_REQUESTS between. A point
-    without a duration sends its num_prompts."""
+    loop also sends enough for a held window however long and however uneven its requests
+    (CLOSED_LOOP_WAVES). A point without a duration sends its num_prompts."""
     duration, floor = knobs.get(DURATION_KNOB), knobs.get("num_prompts")
     if duration is None:
         return floor
@@ -183,7 +195,7 @@ def sized_prompts(knobs: dict, request_s: float | None) -> int | None:
         wanted = float(rate) * duration
     elif knobs.get("max_concurrency"):
         wanted = max(knobs["max_concurrency"] * duration / request_s if request_s else 0,
-                     2 * knobs["max_concurrency"] + HELD_MIN_REQUESTS)
+                     closed_loop_floor(knobs["max_concurrency"]))
     else:   # a closed loop without a concurrency: its floor
         wanted = 0
     return max(int(floor or 1), math.ceil(wanted))

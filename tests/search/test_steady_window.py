@@ -2,13 +2,14 @@
 per-request records; what the tables, the SLO judge and goodput take from it."""
 
 import json
+import random
 import statistics
 from pathlib import Path
 
 import pytest
 
 from servelab.analysis.metrics import bench_row
-from servelab.config.experiments import sized_prompts
+from servelab.config.experiments import closed_loop_floor, sized_prompts
 from servelab.search import steady_window
 from servelab.search import slo
 
@@ -130,11 +131,11 @@ def test_no_per_request_records_no_window():
     ({"num_prompts": 100, "request_rate": 50, "duration_s": 60}, None, 3000),      # rate x duration
     ({"num_prompts": 5000, "request_rate": 50, "duration_s": 60}, None, 5000),     # the floor
     ({"num_prompts": 10, "request_rate": "inf", "max_concurrency": 250, "duration_s": 60}, 4.0, 3750),
-    # a closed loop whose warm-up measured nothing, or whose requests are slow: C in the
-    # ramp, C in the drain and 10 held between
-    ({"num_prompts": 10, "request_rate": "inf", "max_concurrency": 250, "duration_s": 60}, None, 510),
-    ({"num_prompts": 8, "request_rate": "inf", "max_concurrency": 4, "duration_s": 2}, 1.0, 18),
-    ({"num_prompts": 8, "request_rate": "inf", "max_concurrency": 1, "duration_s": 2}, 0.5, 12),
+    # a closed loop whose warm-up measured nothing, or whose requests are slow: its floor,
+    # 3C + 12 (C at once, up to C more before the window, C at the end, 10 + 2 between)
+    ({"num_prompts": 10, "request_rate": "inf", "max_concurrency": 250, "duration_s": 60}, None, 762),
+    ({"num_prompts": 8, "request_rate": "inf", "max_concurrency": 4, "duration_s": 2}, 1.0, 24),
+    ({"num_prompts": 8, "request_rate": "inf", "max_concurrency": 1, "duration_s": 2}, 0.5, 15),
     ({"num_prompts": 40, "request_rate": 4}, None, 40),                            # no duration
 ])
 def test_points_sized_in_time(knobs, request_s, expected):
@@ -167,6 +168,39 @@ def test_a_closed_loop_sized_in_time_holds_a_window_however_slow_its_requests(co
     assert w["no_steady_state"] is None, w
     assert w["window_requests"] >= steady_window.MIN_REQUESTS
     assert steady_window.window(closed_loop(8, 4, point_s))["no_steady_state"]   # as the default was
+
+
+def closed_loop_uneven(prompts: int, concurrency: int, rng: random.Random, sigma: float) -> dict:
+    """A closed loop whose request times spread log-normally (median 1 s)."""
+    free, starts, latencies = [0.0] * concurrency, [], []
+    for _ in range(prompts):
+        t = min(free)
+        starts.append(t)
+        latencies.append(rng.lognormvariate(0, sigma))
+        free[free.index(t)] = t + latencies[-1]
+    n = len(starts)
+    return {"request_rate": float("inf"), "max_concurrency": concurrency, "start_times": starts,
+            "ttfts": [0.1 * lat for lat in latencies], "itls": [[0.9 * lat / 15] * 15 for lat in latencies],
+            "latencies": latencies, "output_lens": [16] * n, "input_lens": [100] * n, "errors": [""] * n,
+            "completed": n, "failed": 0, "max_concurrent_requests": concurrency}
+
+
+def held_requests(prompts: int, concurrency: int, seeds: int = 300, sigma: float = 1.0) -> list[int]:
+    return [steady_window.window(closed_loop_uneven(prompts, concurrency, random.Random(seed), sigma))
+            ["window_requests"] for seed in range(seeds)]
+
+
+@pytest.mark.parametrize("concurrency", [1, 2, 4, 8, 16])
+def test_a_closed_loops_floor_holds_a_window_however_uneven_its_requests(concurrency):
+    """CI's load spread one matrix repeat's request times so that 9 of its 12 (2C + 10 at 1
+    in flight) were sent inside the window. The floor holds 10 for times spread far wider
+    (log-normal sigma 1: p90/p10 about 13), 300 loops at each concurrency."""
+    floor = sized_prompts({"num_prompts": 1, "request_rate": "inf", "max_concurrency": concurrency,
+                           "duration_s": 0.001}, 1.0)
+    assert floor == closed_loop_floor(concurrency)
+    assert min(held_requests(floor, concurrency)) >= steady_window.MIN_REQUESTS
+    if concurrency <= 4:   # the floor before: some loops held fewer than 10
+        assert min(held_requests(2 * concurrency + 10, concurrency)) < steady_window.MIN_REQUESTS
 
 
 def test_a_point_sized_in_time_keeps_both_its_duration_and_the_measured_one():

@@ -18,6 +18,7 @@ import pandas as pd
 import pytest
 
 from conftest import FIRST_RUN_CONFIGS as CONFIGS, LOCAL_RUN as LOCAL
+from servelab.config.experiments import closed_loop_floor
 from conftest import commit_workdir, default_sigint, load_config, make_workdir, snakemake, with_overlay
 from servelab.config.experiments import compares_configurations, server_points
 
@@ -462,10 +463,10 @@ def test_workload_matrix_rows_per_workload_and_concurrency(workdir, first_run):
     assert (table["peak_rss_gib"] > 0).all() and (table["ttft_p50_ms"] > 0).all()
     tokens = table.groupby("workload")["total_input_tokens"].min()
     assert tokens["long_short"] > tokens["short_short"] > 0
-    # sized in time, every closed loop sends C for its ramp, C for its drain and 10 between.
-    # Whether 10 are then sent inside the window depends on how the requests' times vary
-    # beside CI's load (one repeat at 1 in flight had 9, 2026-11-29): not asserted
-    assert (table["prompts_sent"] >= 2 * table["max_concurrency"] + 10).all()
+    # sized in time, every closed loop sends at least its floor (servelab.config.experiments),
+    # which holds a window of 10 for request times spread far wider than CI's load spreads
+    # them (tests/search/test_steady_window.py simulates them); the floor is what is asserted
+    assert (table["prompts_sent"] >= table["max_concurrency"].map(closed_loop_floor)).all()
 
 
 def test_engine_counters_and_the_drift_check_are_columns(workdir, first_run):

@@ -16,7 +16,7 @@ from servelab.analysis.roofline import theory_columns
 from servelab.config.experiments import EVAL_KNOB
 from servelab.search import steady_window
 from servelab.engines.lm_eval_client import accuracy_columns
-from servelab.serve.server_log import STARTUP_COLUMNS, TIMELINE_PHASES, kv_blocks
+from servelab.engines.server_log import STARTUP_COLUMNS, TIMELINE_PHASES, kv_blocks
 
 LATENCIES = ("ttft", "tpot", "itl", "e2el")
 STATS = ("mean", "p50", "p90", "p99")

@@ -8,8 +8,8 @@ import time
 from pathlib import Path
 
 from servelab.config.experiments import bench_knobs, point_id
-from servelab.engines import commands, offline_plan
-from servelab.serve import conditions, failure, monitors, server_log
+from servelab.engines import commands, offline_plan, server_log
+from servelab.serve import conditions, failure, monitors
 from servelab.serve.launch import Guest, Launch, guest_launch, hold_gpus, log
 from servelab.serve.peak_memory import PeakMemory
 from servelab.serve.point_identity import knobs_swept

@@ -59,7 +59,7 @@ def point_record(spec: SessionSpec, key: str, identity: dict, knobs: dict, *, se
         "session": session_name,
         "server_startup_s": startup_s,
         "client_wall_s": wall_s,
-        "server_facts": facts,   # KV cache size, weight memory (servelab.serve.server_log)
+        "server_facts": facts,   # KV cache size, weight memory (servelab.engines.server_log)
         "model_size": model_facts.model_size(spec.model_path),
         "provenance": {
             "serve_command": command,

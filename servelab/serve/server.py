@@ -18,7 +18,7 @@ from pathlib import Path
 import requests
 
 from servelab.engines import prestart
-from servelab.serve import server_log
+from servelab.engines import server_log
 from servelab.serve.failure import exit_words
 
 

@@ -21,9 +21,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from servelab.engines import environment
+from servelab.engines import environment, server_log
 from servelab.fetch import capacity
-from servelab.serve import failure, monitors, server_log
+from servelab.serve import failure, monitors
 from servelab.serve.load_search import SearchPoints
 from servelab.run import provenance
 from servelab.run.compile_gate import CompileGate, compile_key as compile_gate_key

@@ -4,7 +4,7 @@ import sys
 import time
 
 from servelab.engines import prestart
-from servelab.serve import server_log
+from servelab.engines import server_log
 from servelab.serve.server import Server
 
 # what a gated server does: the gate, then its "engine" states what it was given

@@ -9,7 +9,7 @@ FlashInfer's JIT builds while its four GPUs waited."""
 import re
 from pathlib import Path
 
-from servelab.serve import server_log
+from servelab.engines import server_log
 
 ROOT = Path(__file__).parents[2]
 RUN = ROOT / "tests/data/recorded_gpu/h100x4_20261127f"

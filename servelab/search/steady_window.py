@@ -140,12 +140,13 @@ def window(bench: dict) -> dict | None:
     return out
 
 
-def held(bench: dict | None) -> dict | None:
+def held(bench: dict | None, steady: dict | None = None) -> dict | None:
     """A saved result with its held window's figures in place of the whole run's, where
-    the window holds a steady state; the result as it is otherwise (`window` says which)."""
+    the window holds a steady state; the result as it is otherwise (`window` says which).
+    `steady`: its `window`, where the caller has it already."""
     if bench is None:
         return None
-    steady = window(bench)
+    steady = steady or window(bench)
     if not steady or steady["no_steady_state"] or "output_throughput" not in steady:
         return {**bench, "window": "whole run"}
     return {**bench, **steady, "window": "steady"}

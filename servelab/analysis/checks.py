@@ -105,9 +105,11 @@ def floor_checks(row: dict, record: dict) -> tuple[list[str], dict]:
 def condition_warnings(row: dict) -> list[str]:
     """Warnings from how the point was measured: drift over its session, load from outside."""
     warnings = []
+    # a drift inside the range the first point's own repeats spanned is chance, not the session
+    within = str(row.get("drift_within_repeats") or "").split()
     for metric, limit in DRIFT_LIMITS.items():
         drift = row.get(f"drift_{metric}_pct")
-        if drift is not None and abs(drift) > 100 * limit:
+        if drift is not None and abs(drift) > 100 * limit and metric not in within:
             warnings.append(f"the session drifted: its first point measured again moved {metric} {drift:+.0f} %")
     if note := outside_load_warning(row):
         warnings.append(note)

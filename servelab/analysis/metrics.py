@@ -145,6 +145,8 @@ def conditions_columns(record: dict) -> dict:
     before it, the engine's counters over it, load from outside, the session's drift."""
     warmup = record.get("warmup") or {}
     drift = {k: v for k, v in (record.get("drift") or {}).items() if isinstance(v, float)}
+    # the drifts that lie inside the first point's repeats (servelab.serve.measurement.drift_of)
+    within = " ".join((record.get("drift") or {}).get("within_repeats") or []) or None
     return {
         "repeat": record.get("repeat", 0),
         "warmup_prompts": warmup.get("completed", 0) if "failed" not in warmup else 0,
@@ -153,6 +155,7 @@ def conditions_columns(record: dict) -> dict:
         **(record.get("outside") or {}),
         **{f"drift_{k}_pct": 100 * v for k, v in drift.items()},
         "drift_max_pct": 100 * max(drift.values(), key=abs) if drift else None,
+        "drift_within_repeats": within,
     }
 
 

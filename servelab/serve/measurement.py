@@ -176,7 +176,10 @@ def check_drift(launch: Launch, group: list[Point], done: list[str]) -> None:
     finally:
         launch.timing["drift_s"] += time.monotonic() - started
     first = json.loads((launch.store.path(key) / "bench.json").read_text())
-    drift = {"point": launch.point_name(knobs), **drift_of(first, again)}
+    # the same point's other repeats in this session: how far it moved by chance alone
+    repeats = [json.loads((launch.store.path(k) / "bench.json").read_text()) for k, kn in measured
+               if kn == knobs and not launch.store.load(k).get("failure")]
+    drift = {"point": launch.point_name(knobs), **drift_of(first, again, repeats)}
     write_text(launch.session_dir / "drift.json", json.dumps({"first": first, "again": again}, default=str))
     log(f"drift check ({drift['point']} measured again): " +
         ", ".join(f"{k} {v:+.1%}" for k, v in drift.items() if isinstance(v, float)))
@@ -188,10 +191,22 @@ def check_drift(launch: Launch, group: list[Point], done: list[str]) -> None:
 DRIFT_METRICS = ("p50_ttft_ms", "p50_itl_ms", "output_throughput")
 
 
-def drift_of(first: dict, again: dict) -> dict:
-    """Relative change of each drift metric, from the first measurement to the second."""
-    return {m: (again[m] - first[m]) / first[m] for m in DRIFT_METRICS
-            if isinstance(first.get(m), (int, float)) and isinstance(again.get(m), (int, float)) and first[m]}
+def drift_of(first: dict, again: dict, repeats: list[dict] = ()) -> dict:
+    """Relative change of each drift metric, from the first measurement to the second;
+    `within_repeats`: the metrics whose second measurement lies inside the range that the
+    point's repeats in the session spanned (`repeats`, the first included): a move that
+    chance alone made there, which the row's interval already carries."""
+    def number(result, m):
+        return result.get(m) if isinstance(result.get(m), (int, float)) else None
+
+    drift = {m: (again[m] - first[m]) / first[m] for m in DRIFT_METRICS
+             if number(first, m) is not None and number(again, m) is not None and first[m]}
+    within = []
+    for m in drift:
+        seen = [v for r in repeats if (v := number(r, m)) is not None]
+        if len(seen) > 1 and min(seen) <= again[m] <= max(seen):
+            within.append(m)
+    return {**drift, "within_repeats": within} if within else drift
 
 
 def run_bench(launch: Launch, knobs: dict, raw_dir: Path):

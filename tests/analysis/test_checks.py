@@ -104,6 +104,11 @@ def test_drift_and_outside_load_are_warned(record, bench):
     # TTFT p50 moves more by chance: 20 % is within its limit
     record.update(drift={"p50_ttft_ms": 0.20}, outside={})
     assert "drifted" not in metrics.point_row(record, bench)["warnings"]
+    # a move inside the range the first point's own repeats spanned is not the session's
+    record.update(drift={"p50_itl_ms": -0.58, "output_throughput": 3.72, "within_repeats": ["output_throughput"]})
+    row = metrics.point_row(record, bench)
+    assert row["drift_within_repeats"] == "output_throughput" and row["drift_max_pct"] == pytest.approx(372.0)
+    assert "moved p50_itl_ms -58 %" in row["warnings"] and "output_throughput" not in row["warnings"]
 
 
 def test_mean_and_interval_of_repeats():

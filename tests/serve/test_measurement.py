@@ -51,6 +51,26 @@ def test_drift_is_the_relative_change_of_the_first_point():
         {"p50_ttft_ms": 0.2, "p50_itl_ms": 0.0, "output_throughput": -0.1})
 
 
+def test_a_drift_inside_the_first_points_own_repeats_is_named_so():
+    """The CPU default's workload matrix on week 1's engine, its first point (21 prompts one
+    at a time) in its three repeats and measured again at the session's end (p50 TTFT ms,
+    p50 ITL ms, output tok/s; runs of 2026-11-29 on this 2-core host)."""
+    def result(ttft, itl, tps):
+        return {"p50_ttft_ms": ttft, "p50_itl_ms": itl, "output_throughput": tps}
+
+    # 07:27: -22 % throughput again, inside the 76.6-132.9 its repeats spanned: chance
+    repeats = [result(20.8, 6.12, 104.7), result(22.8, 5.25, 132.9), result(24.2, 10.53, 76.6)]
+    drift = drift_of(repeats[0], result(20.7, 5.98, 81.5), repeats)
+    assert drift["output_throughput"] == pytest.approx(81.5 / 104.7 - 1)
+    assert drift["within_repeats"] == ["p50_itl_ms", "output_throughput"]   # TTFT 20.7: below 20.8
+    # 05:18: again faster than all three repeats (throughput x4.7, ITL -58 %): the session moved
+    repeats = [result(15.9, 8.03, 25.7), result(17.7, 7.29, 73.5), result(17.3, 6.66, 81.1)]
+    assert "within_repeats" not in drift_of(repeats[0], result(14.4, 3.38, 121.4), repeats)
+    # one repeat spans no range: every move is the session's
+    assert "within_repeats" not in drift_of(repeats[0], result(16.0, 8.0, 26.0), repeats[:1])
+    assert "within_repeats" not in drift_of(repeats[0], result(16.0, 8.0, 26.0))
+
+
 def test_offline_throughput_points_warm_up_inside_the_benchmark():
     """`vllm bench throughput --num-warmups`: the point is warm whether it runs first on a new
     engine or after others on a shared one (servelab.engines.offline_plan)."""

@@ -18,6 +18,7 @@ import pandas as pd
 import pytest
 
 from conftest import FIRST_RUN_CONFIGS as CONFIGS, LOCAL_RUN as LOCAL
+from servelab.analysis import checks
 from servelab.config.experiments import closed_loop_floor
 from conftest import commit_workdir, default_sigint, load_config, make_workdir, snakemake, with_overlay
 from servelab.config.experiments import compares_configurations, server_points
@@ -476,7 +477,16 @@ def test_engine_counters_and_the_drift_check_are_columns(workdir, first_run):
     matrix = pd.read_csv(workdir / "results/workload_matrix_cpu/metrics.csv")
     # its first point was measured again at the session's end, and every point says how far it moved
     assert matrix["drift_max_pct"].notna().all()
-    assert list((workdir / "results/workload_matrix_cpu/store/sessions").glob("*/drift.json"))
+    drifts = list((workdir / "results/workload_matrix_cpu/store/sessions").glob("*/drift.json"))
+    assert drifts
+    # a move past its limit is warned unless the first point's own repeats spanned it
+    drift = json.loads(drifts[0].read_text())
+    row = matrix.iloc[0]   # every row carries its session's drift
+    assert row["repeats"] == 3
+    for metric, limit in checks.DRIFT_LIMITS.items():
+        moved = abs(row[f"drift_{metric}_pct"]) > 100 * limit
+        chance = metric in str(row["drift_within_repeats"]).split()
+        assert (f"moved {metric} " in str(row["warnings"])) == (moved and not chance), (metric, drift["again"][metric])
     # prefix caching on against off, per load point: measured once here, so no verdict is crowned
     compared = pd.read_csv(workdir / "results/week05/comparisons.csv")
     assert set(compared["baseline"]) == {week05["server_point"].iloc[0]} and len(compared) > 0
@@ -484,6 +494,7 @@ def test_engine_counters_and_the_drift_check_are_columns(workdir, first_run):
     assert compared["method"].str.startswith("Welch's t").all()
     assert (workdir / "results/week05/comparisons.png").read_bytes()[:4] == b"\x89PNG"
     print("\nworkload matrix drift (%):", matrix["drift_max_pct"].round(1).tolist(),
+          "inside the first point's repeats:", row["drift_within_repeats"],
           "week05 hit rates:", shared["prefix_cache_hit_rate"].round(3).tolist())
 
 

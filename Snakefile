@@ -26,8 +26,10 @@ rule all:
 onsuccess:
     report_failed_points()
     report_timing()
+    stop_zygotes()
 
 
 onerror:
     report_failed_points()
     report_timing()
+    stop_zygotes()

@@ -9,7 +9,8 @@ environment starts that zygote and waits for its imports. The child runs vLLM's 
 line as `python -m servelab.engines.vllm_cli` would, in a session of its own (its own
 process group, as servelab.serve.server expects), with the server's environment, working
 directory and log. The zygote answers each child's exit code, and exits once it has had no
-child and no request for `IDLE_S`.
+child and no request for `IDLE_S`, or when the run whose directory it started in ends
+(`stop_owned`).
 
 One zygote per interpreter, servelab installation and environment that imports read
 (`import_environment`), so that a child never inherits imports made under other settings.
@@ -109,6 +110,30 @@ def ensure(env: dict, progress=print) -> Path | None:
         return None
 
 
+def alive(pid: int) -> bool:
+    """Running, not a zombie (an exited zygote waits as one for the process that started it)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def stop_owned(workdir: Path, wait_s: float = 10.0) -> int:
+    """Ask the zygotes that sessions in `workdir` started to exit (at a run's end: the
+    Snakefile's onsuccess and onerror), and wait for them; how many there were."""
+    pids = []
+    for path in Path(f"/tmp/servelab-zygote-{os.getuid()}").glob("*.sock"):
+        try:
+            if Path(ask(path, {"op": "ping"}, timeout_s=5)["owner"]).resolve() == Path(workdir).resolve():
+                pids.append(ask(path, {"op": "exit"}, timeout_s=5)["pid"])
+        except (OSError, KeyError, ValueError):
+            continue
+    deadline = time.monotonic() + wait_s
+    while any(alive(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return len(pids)
+
+
 class Forked:
     """A zygote's child, as much of subprocess.Popen as servelab.serve.server uses."""
 
@@ -122,7 +147,7 @@ class Forked:
             try:
                 self.returncode = ask(self.path, {"op": "status", "pid": self.pid})["code"]
             except OSError:   # the zygote is gone: its child was re-parented; its code is lost
-                if not Path(f"/proc/{self.pid}").exists():
+                if not alive(self.pid):
                     self.returncode = 1
         return self.returncode
 
@@ -212,9 +237,9 @@ def serve(path: Path) -> None:
     listener.listen(16)
     os.replace(bound, path)   # answering from the moment the socket exists
     ours = os.stat(path).st_ino
-    children, codes, last = set(), {}, time.monotonic()
-    idle_s = float(os.environ.get(IDLE_ENV, IDLE_S))
-    while children or time.monotonic() - last < idle_s:
+    children, codes, last, leaving = set(), {}, time.monotonic(), False
+    idle_s, owner = float(os.environ.get(IDLE_ENV, IDLE_S)), os.getcwd()
+    while children or (not leaving and time.monotonic() - last < idle_s):
         for pid in list(children):
             done, status = os.waitpid(pid, os.WNOHANG)
             if done:
@@ -237,8 +262,9 @@ def serve(path: Path) -> None:
                 answer = {"pid": pid}
             elif request["op"] == "status":
                 answer = {"code": None if request["pid"] in children else codes.get(request["pid"], 1)}
-            else:
-                answer = {"pid": os.getpid()}
+            else:   # ping, or exit (once its children have)
+                leaving = leaving or request["op"] == "exit"
+                answer = {"pid": os.getpid(), "owner": owner}
             conn.sendall(json.dumps(answer).encode() + b"\n")
     listener.close()
     if path.exists() and os.stat(path).st_ino == ours:   # not a later zygote's

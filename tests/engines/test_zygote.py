@@ -72,6 +72,22 @@ def test_cpu_servers_fork_from_one_zygote_that_imported_vllm_once(tiny_model, en
     assert not path.exists()
 
 
+def test_a_runs_zygotes_leave_with_it(tiny_model, env, tmp_path, monkeypatch):
+    """At a run's end (the Snakefile's onsuccess and onerror) the zygotes its sessions
+    started exit, and not another directory's."""
+    elsewhere, here = tmp_path / "elsewhere", tmp_path / "here"
+    elsewhere.mkdir(), here.mkdir()
+    monkeypatch.chdir(here)
+    env = {**env, zygote.IDLE_ENV: "600"}
+    with server(tiny_model, env, tmp_path / "one.log") as one:
+        one.wait_healthy(600)
+    path = zygote.socket_path(env)
+    pid = zygote.ask(path, {"op": "ping"})["pid"]
+    assert zygote.stop_owned(elsewhere) == 0 and zygote.alive(pid)
+    assert zygote.stop_owned(here) == 1
+    assert not zygote.alive(pid) and not path.exists()
+
+
 def test_a_forked_server_that_dies_at_start_says_why(tiny_model, env, tmp_path):
     log = tmp_path / "dead.log"
     with server(tiny_model, env, log, model=tmp_path / "no-such-model") as dead:

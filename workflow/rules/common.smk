@@ -19,6 +19,7 @@ from servelab.config import experiments as ex
 from servelab.checks import preflight
 from servelab.config import engine_groups
 from servelab.run import timing
+from servelab.engines import zygote
 
 cross_checks.drop_nulled_sections(config)
 validate(config, "../../config/schema.yaml")
@@ -89,6 +90,11 @@ def report_failed_points():
              if p.stat().st_mtime >= RUN_STARTED]
     if text := failure.transient_summary(notes):
         print(text, file=sys.stderr)
+
+
+def stop_zygotes():
+    """The CPU servers' zygotes this run's sessions started exit with the run (servelab/engines/zygote.py)."""
+    zygote.stop_owned(Path.cwd())
 
 
 def report_timing():

@@ -61,9 +61,8 @@ def import_environment(env: dict) -> dict:
 
 def socket_path(env: dict) -> Path:
     """The socket of the zygote for this interpreter, servelab and environment."""
-    import servelab
-
-    key = json.dumps([sys.executable, servelab.__file__, sorted(import_environment(env).items())])
+    package = str(Path(__file__).resolve().parents[1])   # this servelab installation
+    key = json.dumps([sys.executable, package, sorted(import_environment(env).items())])
     digest = hashlib.sha256(key.encode()).hexdigest()[:16]
     return Path(f"/tmp/servelab-zygote-{os.getuid()}") / f"{digest}.sock"
 

@@ -37,11 +37,13 @@ class VLLM:
         return commands.vllm_bench_serve_args(model, served_name, port, dataset_name, dataset_path=dataset_path,
                                               knobs=knobs, result_dir=str(out_dir), result_file="bench.json")
 
-    def client(self, env: dict | None = None):
-        """`vllm bench serve` in this process (the job's environment)."""
-        from servelab.engines.vllm_bench import BenchServe
+    def client(self, env: dict | None = None, forked_from=None):
+        """`vllm bench serve` in this process (the job's environment), or, where the server
+        is a zygote's child (`forked_from`: its zygote.Forked), a child of that zygote in
+        the server's environment `env`."""
+        from servelab.engines.vllm_bench import BenchServe, ForkedBenchServe
 
-        return BenchServe()
+        return ForkedBenchServe(forked_from.path, env) if forked_from is not None else BenchServe()
 
     def read_result(self, out_dir: Path) -> dict:
         return json.loads((Path(out_dir) / "bench.json").read_text())
@@ -97,7 +99,7 @@ class SGLang:
                 "--output-file", str(Path(out_dir) / "bench.jsonl"),
                 *commands.to_flags(knobs, false_flags=False)]
 
-    def client(self, env: dict | None = None):
+    def client(self, env: dict | None = None, forked_from=None):
         """`python -m sglang.bench_serving` in the engine's environment (its own install)."""
         return SGLangBenchClient(env)
 

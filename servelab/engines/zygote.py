@@ -12,7 +12,8 @@ line as `python -m servelab.engines.vllm_cli` would, in a session of its own (it
 process group, as servelab.serve.server expects), with the server's environment, working
 directory and log. The zygote answers each child's exit code, and exits once it has had no
 child and no request for `IDLE_S`, or when the run whose directory it started in ends
-(`stop_owned`).
+(`run_ended`; with SERVELAB_ZYGOTE_KEEP=1 in that run's environment the next run in the
+directory forks from it instead: reruns while a configuration is being worked on).
 
 One zygote per interpreter, servelab installation and environment that imports read
 (`import_environment`), so that a child never inherits imports made under other settings.
@@ -42,6 +43,7 @@ from pathlib import Path
 ENV = "SERVELAB_ZYGOTE"          # "1" in a server's environment: fork it from a zygote
 IDLE_S = 120.0                   # no child and no request this long: the zygote exits
 IDLE_ENV = "SERVELAB_ZYGOTE_IDLE_S"   # another idle time, in the zygote's environment
+KEEP_ENV = "SERVELAB_ZYGOTE_KEEP"     # "1" in a run's environment: its zygotes outlive it (run_ended)
 READY_TIMEOUT_S = 300.0          # a first start waits this long for the zygote's imports
 CLI = "servelab.engines.vllm_cli"            # `python -m` of vLLM's command line (serve, bench serve)
 OFFLINE = "servelab.engines.vllm_offline"   # and of an offline session's runner (vllm bench throughput|latency)
@@ -127,14 +129,34 @@ def alive(pid: int) -> bool:
         return False
 
 
-def stop_owned(workdir: Path, wait_s: float = 10.0) -> int:
-    """Ask the zygotes that sessions in `workdir` started to exit (at a run's end: the
-    Snakefile's onsuccess and onerror), and wait for them; how many there were."""
-    pids = []
+def owned(workdir: Path) -> dict[Path, int]:
+    """{socket: pid} of the zygotes that sessions in `workdir` started."""
+    found = {}
     for path in Path(f"/tmp/servelab-zygote-{os.getuid()}").glob("*.sock"):
         try:
-            if Path(ask(path, {"op": "ping"}, timeout_s=5)["owner"]).resolve() == Path(workdir).resolve():
-                pids.append(ask(path, {"op": "exit"}, timeout_s=5)["pid"])
+            answer = ask(path, {"op": "ping"}, timeout_s=5)
+            if Path(answer["owner"]).resolve() == Path(workdir).resolve():
+                found[path] = answer["pid"]
+        except (OSError, KeyError, ValueError):
+            continue
+    return found
+
+
+def run_ended(workdir: Path) -> int:
+    """At a run's end (the Snakefile's onsuccess and onerror): the zygotes its sessions
+    started exit with it (`stop_owned`), unless the run was asked to keep them
+    (SERVELAB_ZYGOTE_KEEP=1: the next run in this directory forks from them, and they exit
+    once idle for IDLE_S). How many were stopped."""
+    return 0 if os.environ.get(KEEP_ENV) == "1" else stop_owned(workdir)
+
+
+def stop_owned(workdir: Path, wait_s: float = 10.0) -> int:
+    """Ask the zygotes that sessions in `workdir` started to exit, and wait for them; how
+    many there were."""
+    pids = []
+    for path in owned(workdir):
+        try:
+            pids.append(ask(path, {"op": "exit"}, timeout_s=5)["pid"])
         except (OSError, KeyError, ValueError):
             continue
     deadline = time.monotonic() + wait_s

@@ -100,7 +100,7 @@ def test_cpu_servers_fork_from_one_zygote_that_imported_vllm_once(tiny_model, en
 
 def test_a_runs_zygotes_leave_with_it(tiny_model, env, tmp_path, monkeypatch):
     """At a run's end (the Snakefile's onsuccess and onerror) the zygotes its sessions
-    started exit, and not another directory's."""
+    started exit, and not another directory's; unless the run was asked to keep them."""
     elsewhere, here = tmp_path / "elsewhere", tmp_path / "here"
     elsewhere.mkdir(), here.mkdir()
     monkeypatch.chdir(here)
@@ -110,7 +110,12 @@ def test_a_runs_zygotes_leave_with_it(tiny_model, env, tmp_path, monkeypatch):
     path = zygote.socket_path(env)
     pid = zygote.ask(path, {"op": "ping"})["pid"]
     assert zygote.stop_owned(elsewhere) == 0 and zygote.alive(pid)
-    assert zygote.stop_owned(here) == 1
+    assert zygote.owned(here) == {path: pid} and zygote.owned(elsewhere) == {}
+    # a run asked to keep its zygotes (SERVELAB_ZYGOTE_KEEP=1) leaves this one for the next
+    monkeypatch.setenv(zygote.KEEP_ENV, "1")
+    assert zygote.run_ended(here) == 0 and zygote.alive(pid)
+    monkeypatch.delenv(zygote.KEEP_ENV)
+    assert zygote.run_ended(here) == 1
     assert not zygote.alive(pid) and not path.exists()
 
 

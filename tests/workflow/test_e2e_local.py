@@ -27,12 +27,13 @@ from servelab.config.experiments import compares_configurations, server_points
 pytestmark = pytest.mark.e2e
 
 
-def processes_mentioning(text: str) -> list[str]:
+def processes_mentioning(text: str, but: tuple[int, ...] = ()) -> list[str]:
     """Live processes whose command line or environment names `text` (a session's
-    server tree inherits PYTHONPATH=<workdir>, so this finds every part of it)."""
+    server tree inherits PYTHONPATH=<workdir>, so this finds every part of it), but the
+    pids in `but`."""
     found = []
     for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit() or int(proc.name) == os.getpid():
+        if not proc.name.isdigit() or int(proc.name) in (os.getpid(), *but):
             continue
         try:
             blob = (proc / "cmdline").read_bytes() + (proc / "environ").read_bytes()
@@ -52,6 +53,22 @@ def stored_records(workdir: Path) -> dict[str, dict]:
 @pytest.fixture(scope="module")
 def workdir(default_first_run):
     return default_first_run.workdir
+
+
+@pytest.fixture(scope="module", autouse=True)
+def zygote_kept_between_runs(workdir):
+    """The reruns below, in the first run's directory, fork from one zygote
+    (SERVELAB_ZYGOTE_KEEP=1; the first run, started before, stopped its own): each would
+    otherwise wait 13-15 s for a zygote's imports. It leaves with the module."""
+    os.environ[zygote.KEEP_ENV] = "1"
+    yield
+    del os.environ[zygote.KEEP_ENV]
+    zygote.stop_owned(workdir)
+
+
+def session_processes_left(workdir: Path) -> list[str]:
+    """What a run in `workdir` left running, but the zygote kept for the next run."""
+    return processes_mentioning(str(workdir), but=tuple(zygote.owned(workdir).values()))
 
 
 @pytest.fixture(scope="module")
@@ -313,6 +330,7 @@ def test_only_starts_that_compile_pass_the_compile_gate(workdir, first_run):
 
 
 def test_no_session_process_is_left_after_a_run(workdir, first_run):
+    # nothing at all, zygotes included: the first run was not asked to keep its zygote
     assert processes_mentioning(str(workdir)) == []
 
 
@@ -602,7 +620,7 @@ def test_engine_core_killed_mid_sweep_fails_the_job_and_a_plain_rerun_measures_t
     assert line and "(no exception of its own; SIGKILL/OOM?) during client point request_rate=1" in line, out[-3000:]
     assert "session(s) failed by a transient fault" in out and "a plain rerun measures the 1 point(s)" in out
     assert "point(s) failed and are in the tables" not in out
-    assert processes_mentioning(str(workdir)) == []
+    assert session_processes_left(workdir) == []
     assert took < 60, took
     # what was measured before the kill is kept; nothing is stored for the lost point
     new = [r for k, r in stored_records(workdir).items() if k not in before]
@@ -634,7 +652,7 @@ def test_interrupted_snakemake_then_a_plain_rerun_completes_the_table(workdir, f
     os.killpg(run.pid, signal.SIGINT)
     run.communicate(timeout=300)
     assert run.returncode != 0
-    assert processes_mentioning(str(workdir)) == []
+    assert session_processes_left(workdir) == []
     snakemake(workdir, *args)
     assert_table_matches_config(workdir, "week01", args)
 

@@ -93,8 +93,9 @@ def report_failed_points():
 
 
 def stop_zygotes():
-    """The CPU servers' zygotes this run's sessions started exit with the run (servelab/engines/zygote.py)."""
-    zygote.stop_owned(Path.cwd())
+    """The CPU servers' zygotes this run's sessions started exit with the run, unless
+    SERVELAB_ZYGOTE_KEEP=1 keeps them for the next run (servelab/engines/zygote.py)."""
+    zygote.run_ended(Path.cwd())
 
 
 def report_timing():

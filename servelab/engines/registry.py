@@ -41,9 +41,13 @@ class VLLM:
         """`vllm bench serve` in this process (the job's environment), or, where the server
         is a zygote's child (`forked_from`: its zygote.Forked), a child of that zygote in
         the server's environment `env`."""
-        from servelab.engines.vllm_bench import BenchServe, ForkedBenchServe
+        if forked_from is not None:
+            from servelab.engines.forked_client import ForkedBenchServe
 
-        return ForkedBenchServe(forked_from.path, env) if forked_from is not None else BenchServe()
+            return ForkedBenchServe(forked_from.path, env)
+        from servelab.engines.vllm_bench import BenchServe
+
+        return BenchServe()
 
     def read_result(self, out_dir: Path) -> dict:
         return json.loads((Path(out_dir) / "bench.json").read_text())

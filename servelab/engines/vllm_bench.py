@@ -1,19 +1,15 @@
 """vLLM's own `vllm bench serve`, imported once: in the session's process, or in the zygote
-that forked the session's CPU server.
+that forked the session's CPU server (servelab.engines.forked_client).
 
 `vllm bench serve ARGS` parses ARGS with `vllm.benchmarks.serve.add_cli_args`
 and calls `vllm.benchmarks.serve.main`; BenchServe calls the same two functions with
 the same arguments. Importing them costs 13-16 s on a 2-core CPU box: paid once per
-session (overlapped with the server's start-up), not once per point. Where the server
-came from a zygote (servelab.engines.zygote), ForkedBenchServe asks that zygote to run
-`vllm bench serve ARGS` as a child instead, and pays no import at all.
+session (overlapped with the server's start-up), not once per point.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
-import subprocess
 from pathlib import Path
 
 
@@ -54,27 +50,3 @@ class BenchServe:
         """Run one benchmark, its output where this process writes (a zygote's child)."""
         return self._main(self.parse(argv))
 
-
-class ForkedBenchServe:
-    """`vllm bench serve` forked by the zygote at `path`, in the server's environment `env`."""
-
-    def __init__(self, path: Path, env: dict):
-        self.path, self.env = path, env
-
-    def run(self, argv: list[str], log: Path) -> dict:
-        """Run one benchmark, its report and progress bar in `log`; its saved result (a
-        failure raises CalledProcessError, as a client process would). Interrupted (the
-        engine died, Ctrl-C), the child is stopped before this returns."""
-        from servelab.engines import zygote
-
-        with open(log, "a") as out:
-            out.write(f"$ vllm bench serve {' '.join(argv)}\n")
-        child = zygote.fork(self.path, ["-m", zygote.CLI, "bench", "serve", *argv], self.env, log)
-        try:
-            code = child.wait()
-        finally:
-            child.stop()
-        if code != 0:
-            raise subprocess.CalledProcessError(code, ["vllm", "bench", "serve", *argv])
-        saved = Path(argv[argv.index("--result-dir") + 1]) / argv[argv.index("--result-filename") + 1]
-        return json.loads(saved.read_text())

@@ -7,7 +7,7 @@ a server's environment sets `SERVELAB_ZYGOTE=1` (config/local.yaml), its start a
 zygote of its environment for a fork instead of a new interpreter; the first start of an
 environment starts that zygote and waits for its imports. The session's benchmark client
 (`vllm bench serve`, another 13-16 s of imports in the session's process) is forked from the
-same zygote (servelab.engines.vllm_bench.ForkedBenchServe). A child runs vLLM's own command
+same zygote (servelab.engines.forked_client). A child runs vLLM's own command
 line as `python -m servelab.engines.vllm_cli` would, in a session of its own (its own
 process group, as servelab.serve.server expects), with the server's environment, working
 directory and log. The zygote answers each child's exit code, and exits once it has had no

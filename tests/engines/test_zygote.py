@@ -16,7 +16,7 @@ from conftest import REPO
 
 from servelab.engines import commands, zygote
 from servelab.engines.registry import ENGINES
-from servelab.engines.vllm_bench import ForkedBenchServe
+from servelab.engines.forked_client import ForkedBenchServe
 from servelab.serve.launch import Fleet, engine_signs
 from servelab.serve.server import Server, ServerError, free_port, group_processes, parent_pid
 

@@ -41,10 +41,9 @@ class BenchServe:
 
     def run(self, argv: list[str], log: Path) -> dict:  # the result is also saved as JSON
         """Run one benchmark; its report and progress bar go to `log`."""
-        args = self.parse(argv)
         with open(log, "a") as out, contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
             print(f"$ vllm bench serve {' '.join(argv)}", flush=True)
-            return self._main(args)
+            return self.call(argv)
 
     def call(self, argv: list[str]) -> dict:
         """Run one benchmark, its output where this process writes (a zygote's child)."""

@@ -227,12 +227,11 @@ def fork_server(command: list[str], env: dict, log: Path, progress=print) -> For
 
 def run_module(module: str, args: list[str]) -> int:
     """`python -m MODULE ARGS` in this process, which imported what it needs; its exit code."""
-    sys.argv = [module, *args]
     if module == OFFLINE:
-        from servelab.engines import offline_plan, vllm_offline
+        from servelab.engines import vllm_offline
 
-        offline_plan.RUNNER_STARTED = time.monotonic()   # its imports were the zygote's: none here
-        return vllm_offline.main(args)
+        sys.argv = [module, *args]
+        return vllm_offline.main(args, forked_at=time.monotonic())
     if args[:2] == ["bench", "serve"]:   # as vLLM's command line runs it, without building
         from servelab.engines.vllm_bench import BenchServe   # every subcommand's parser
 

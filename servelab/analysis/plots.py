@@ -8,7 +8,8 @@ no axis goes below zero for values that never do; legends are titled in words; w
 the table holds repeats, each point carries its 95 % interval (`COLUMN_ci95`).
 Points that failed a validity check are drawn with a red cross; points the engine
 refused or failed (no measurement) as a black triangle on the x axis, the engine's
-reason in a legend under the axes; warned points with an orange ring.
+reason in a legend under the axes; a point that most of its repeats warned with an
+orange ring, one that fewer than half did with a dotted one.
 """
 
 from __future__ import annotations
@@ -123,7 +124,21 @@ def hardware_footer(df: pd.DataFrame) -> str:
     return text
 
 
-MARK_LABELS = ("95 % interval over repeats", "warned (see the table's warnings)", "failed a validity check")
+MARK_LABELS = ("95 % interval over repeats", "warned (see the table's warnings)",
+               "warned in fewer than half its repeats", "failed a validity check")
+
+
+def warned_rows(rows: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
+    """The rows that most of their repeats warned, and those that only some did (a table
+    without `warned_repeats`, written before it was counted: any warning counts as most)."""
+    warned = rows["warnings"].fillna("").astype(str).ne("") if "warnings" in rows.columns \
+        else pd.Series(False, index=rows.index)
+    if "warned_repeats" not in rows.columns:
+        return warned, warned & False
+    counted = pd.to_numeric(rows["warned_repeats"], errors="coerce")
+    repeats = pd.to_numeric(rows.get("repeats", 1), errors="coerce").fillna(1)
+    most = warned & (counted.isna() | (2 * counted > repeats))
+    return most, warned & ~most
 
 
 def hue_levels(values: pd.Series) -> list[str]:
@@ -261,9 +276,13 @@ def build(df: pd.DataFrame, spec: dict, name: str = "figure"):
             below = sub["_ci"].where(sub["_y"] < 0, sub["_ci"].clip(upper=sub["_y"]))
             ax.errorbar(xs, sub["_y"], yerr=[below, sub["_ci"]], fmt="none", ecolor="dimgray", elinewidth=1,
                         capsize=4, zorder=4, label="95 % interval over repeats")
-        if "warnings" in sub.columns and (warned := sub["warnings"].fillna("").astype(str).ne("")).any():
-            ax.scatter(xs[warned], sub["_y"][warned], s=220, facecolors="none", edgecolors="darkorange",
-                       linewidths=1.5, zorder=6, label="warned (see the table's warnings)")
+        most, some = warned_rows(sub)
+        if most.any():
+            ax.scatter(xs[most], sub["_y"][most], s=220, facecolors="none", edgecolors="darkorange",
+                       linewidths=1.5, zorder=6, label=MARK_LABELS[1])
+        if some.any():
+            ax.scatter(xs[some], sub["_y"][some], s=220, facecolors="none", edgecolors="darkorange",
+                       linewidths=1.0, linestyles=":", zorder=6, label=MARK_LABELS[2])
         if from_zero(spec):
             ax.set_ylim(bottom=0)
         elif sub["_y"].min() >= 0 and ax.get_ylim()[0] < 0:
@@ -283,7 +302,7 @@ def build(df: pd.DataFrame, spec: dict, name: str = "figure"):
             measured = sub["_y"].notna()
             if measured.any():
                 ax.scatter(xs[measured], sub["_y"][measured], marker="x", color="red", s=90, zorder=5,
-                           label="failed a validity check")
+                           label=MARK_LABELS[3])
             if (~measured).any():
                 failed = sub[~measured]
                 reasons = sorted({textwrap.shorten(f"{sp}: {r}", 150) for sp, r in

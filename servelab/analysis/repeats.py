@@ -30,6 +30,9 @@ def aggregate(rows: list[dict]) -> dict:
     first = dict(rows[0])
     first.pop("repeat", None)
     first["repeats"] = len(rows)
+    # how many repeats warned: a figure rings a point that most of its repeats warned, and
+    # marks one that only some did apart (one repeat of three short of its rate is not the point)
+    first["warned_repeats"] = sum(bool(row.get("warnings")) for row in rows)
     if len(rows) == 1:
         return first
     # in the order the rows name them: a table's columns are the same in every run (a set's

@@ -177,3 +177,25 @@ def test_a_row_without_a_measured_x_is_named_under_the_figure_not_drawn_at_nan()
     assert "nan" not in labels and len(figure.axes[0].collections[0].get_offsets()) == 2
     assert any(t.get_text().startswith("not drawn (no spec_acceptance_rate): speculative_config=none")
                for t in figure.texts)
+
+
+def test_a_point_most_repeats_warned_is_ringed_and_one_a_single_repeat_warned_is_dotted(tmp_path, monkeypatch):
+    """The whole-GPU path (2026-11-29): every row warned "saturated", two of them in one
+    repeat of three; the ring marked every point, so it told nothing apart."""
+    seen = []
+    original = plots.plt.Axes.scatter
+
+    def spy(self, *args, **kwargs):
+        seen.append((kwargs.get("label"), list(args[0]), kwargs.get("linestyles")))
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(plots.plt.Axes, "scatter", spy)
+    rows = table().assign(repeats=3, warned_repeats=[3, 1, 0],
+                          warnings=["repeat 1: a; repeat 2: a; repeat 3: a", "repeat 3: a", ""])
+    plots.draw(rows, {**SPEC, "y": "ttft_p50_ms"}, tmp_path / "f.png")
+    marks = {label: (list(xs), style) for label, xs, style in seen if label in plots.MARK_LABELS}
+    assert marks == {plots.MARK_LABELS[1]: ([0], None), plots.MARK_LABELS[2]: ([1], ":")}
+    # a table written before repeats were counted: any warning rings its point
+    seen.clear()
+    plots.draw(rows.drop(columns="warned_repeats"), {**SPEC, "y": "ttft_p50_ms"}, tmp_path / "g.png")
+    assert [xs for label, xs, _ in seen if label == plots.MARK_LABELS[1]] == [[0, 1]]

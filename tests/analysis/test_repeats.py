@@ -29,3 +29,11 @@ def test_the_columns_come_in_the_same_order_in_every_process():
                              check=True, env={**os.environ, "PYTHONPATH": str(REPO), "PYTHONHASHSEED": seed}
                              ).stdout for seed in ("1", "2", "3", "4")}
     assert len(orders) == 1, orders
+
+
+def test_the_row_counts_the_repeats_that_warned():
+    warned = [{**row, "warnings": "saturated: ..." if row["repeat"] == 2 else ""} for row in ROWS]
+    row = repeats.aggregate(warned)
+    assert row["warned_repeats"] == 1 and row["warnings"] == "repeat 3: saturated: ..."
+    assert repeats.aggregate(ROWS)["warned_repeats"] == 0
+    assert repeats.aggregate([{**ROWS[0], "warnings": "x"}])["warned_repeats"] == 1

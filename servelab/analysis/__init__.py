@@ -1,4 +1,6 @@
 """What is made from measurements, with no engine running: one tidy row per point
-(metrics), the hardware's floor (roofline), and the figures declared in config (plots)."""
+(metrics), the hardware's floor (roofline), and the figures declared in config (plots);
+the workflow's analysis scripts run by a process that imported their libraries once
+(warm_script)."""
 MAY_IMPORT = ("config", "fetch", "engines", "search")
 BASE_MODULES = ("repeats",)  # imports nothing from servelab: a search's confirmation uses its statistics

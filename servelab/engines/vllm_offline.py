@@ -53,9 +53,10 @@ def shared_engine_cache():
     return cache
 
 
-def main(argv: list[str] | None = None, forked_at: float | None = None) -> int:
-    """The runner; `forked_at`: when a zygote forked it (its imports were the zygote's, so
-    its start-up counts from the fork, not from this module's import)."""
+def main(argv: list[str] | None = None, asked_at: float | None = None) -> int:
+    """The runner; `asked_at`: when its session asked a zygote for it (its imports were the
+    zygote's, so its start-up counts from the ask, the wait for a new zygote's imports
+    included, as a new interpreter's counts its own imports)."""
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 3 or argv[0] not in TOOLS:
         print(__doc__.strip().split("\n\n")[1], file=sys.stderr)
@@ -80,7 +81,7 @@ def main(argv: list[str] | None = None, forked_at: float | None = None) -> int:
         print(f"$ vllm bench {tool} {' '.join(point_argv)}", flush=True)
         bench.main(args)
 
-    failed = run_plan(read_plan(plan_path), status_path, cache, run_point, started=granted or forked_at)
+    failed = run_plan(read_plan(plan_path), status_path, cache, run_point, started=granted or asked_at)
     print(f"servelab: {cache.builds} engine start(s) for the plan's points, {failed} failed", flush=True)
     return 0
 

@@ -15,12 +15,16 @@ child and no request for `IDLE_S`, or when the run whose directory it started in
 (`run_ended`; with SERVELAB_ZYGOTE_KEEP=1 in that run's environment the next run in the
 directory forks from it instead: reruns while a configuration is being worked on).
 
-One zygote per interpreter, servelab installation and environment that imports read
+A zygote of the other kind, "analysis", imports pandas, matplotlib and seaborn instead,
+and runs the workflow's analysis scripts (a table, a figure, the comparisons: 2.7 s of
+imports before 0.3-1 s of work each) in its children (servelab.analysis.warm_script).
+
+One zygote per kind, interpreter, servelab installation and environment that imports read
 (`import_environment`), so that a child never inherits imports made under other settings.
 Not under SLURM: a job's zygote would die with its job, and another job's children would
 live in that job's cgroup.
 
-    python -m servelab.engines.zygote SOCKET   (started by `fork_server`, not by hand)
+    python -m servelab.engines.zygote SOCKET [KIND]   (started by `ensure`, not by hand)
 """
 
 from __future__ import annotations
@@ -53,11 +57,18 @@ OFFLINE = "servelab.engines.vllm_offline"   # and of an offline session's runner
 CLI_MODULES = tuple(f"vllm.entrypoints.cli.{name}" for name in (
     "benchmark.main", "collect_env", "download_kernels", "launch", "openai", "preload", "run_batch",
     "snapshot")) + ("vllm.benchmarks.serve", "servelab.engines.vllm_bench", OFFLINE)
+# imported once in an analysis zygote: what the analysis scripts import, and what the
+# preamble Snakemake writes into each script reads (its job, pickled)
+ANALYSIS_MODULES = ("pandas", "matplotlib", "seaborn", "servelab.analysis.plots", "servelab.analysis.metrics",
+                    "servelab.analysis.comparisons", "servelab.analysis.comparison_plot",
+                    "servelab.analysis.search_plots", "servelab.search.progress", "snakemake.script",
+                    "snakemake.logging", "snakemake.iocontainers")
+KINDS = ("vllm", "analysis")
 FORKED = "servelab: forked from the zygote "   # a forked server's first log line
 # what an import may read from the environment (vLLM's and the hub's settings, the threading
 # and allocator libraries', the interpreter's): a zygote serves one set of them
 IMPORT_PREFIXES = ("VLLM_", "HF_", "TRANSFORMERS_", "TOKENIZERS_", "TORCH", "OMP_", "MKL_", "KMP_",
-                   "PYTHON", "LD_", "CUDA_", "HOME", "PATH")
+                   "PYTHON", "LD_", "CUDA_", "HOME", "PATH", "MPL")
 
 
 def usable(command: list[str], env: dict | None) -> bool:
@@ -71,10 +82,11 @@ def import_environment(env: dict) -> dict:
     return {k: v for k, v in env.items() if k.startswith(IMPORT_PREFIXES)}
 
 
-def socket_path(env: dict) -> Path:
-    """The socket of the zygote for this interpreter, servelab and environment."""
+def socket_path(env: dict, kind: str = "vllm") -> Path:
+    """The socket of the zygote of `kind` for this interpreter, servelab and environment."""
     package = str(Path(__file__).resolve().parents[1])   # this servelab installation
-    key = json.dumps([sys.executable, package, sorted(import_environment(env).items())])
+    key = json.dumps([sys.executable, package, sorted(import_environment(env).items())]
+                     + ([] if kind == "vllm" else [kind]))
     digest = hashlib.sha256(key.encode()).hexdigest()[:16]
     return Path(f"/tmp/servelab-zygote-{os.getuid()}") / f"{digest}.sock"
 
@@ -94,10 +106,10 @@ def ask(path: Path, request: dict, timeout_s: float = 30.0) -> dict:
     return json.loads(answer)
 
 
-def ensure(env: dict, progress=print) -> Path | None:
-    """The socket of a zygote for `env` that answers, started (and its imports waited
-    for) where none does; None where none came up in time."""
-    path = socket_path(env)
+def ensure(env: dict, progress=print, kind: str = "vllm") -> Path | None:
+    """The socket of a zygote of `kind` for `env` that answers, started (and its imports
+    waited for) where none does; None where none came up in time."""
+    path = socket_path(env, kind)
     path.parent.mkdir(mode=0o700, exist_ok=True)
     with open(path.with_suffix(".lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)   # one session starts it; the others wait for it
@@ -107,7 +119,7 @@ def ensure(env: dict, progress=print) -> Path | None:
         except OSError:
             path.unlink(missing_ok=True)   # a zygote that is gone left its socket
         with open(path.with_suffix(".log"), "ab") as log:
-            zygote = subprocess.Popen([sys.executable, "-m", "servelab.engines.zygote", str(path)],
+            zygote = subprocess.Popen([sys.executable, "-m", "servelab.engines.zygote", str(path), kind],
                                       stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                       env=env, start_new_session=True, close_fds=True)
         deadline = time.monotonic() + READY_TIMEOUT_S
@@ -201,11 +213,13 @@ class Forked:
                 self.wait(wait_s)
 
 
-def fork(path: Path, argv: list[str], env: dict, log: Path) -> Forked:
+def fork(path: Path, argv: list[str], env: dict, log: Path, asked_at: float | None = None) -> Forked:
     """`python ARGV` (["-m", CLI or OFFLINE, ...]) run by a child of the zygote at `path`,
     in `env` and this process's working directory, writing to `log` (OSError where the
-    zygote does not answer)."""
-    request = {"op": "start", "argv": argv, "env": env, "cwd": os.getcwd(), "log": str(log)}
+    zygote does not answer). `asked_at`: when the start was asked for (time.monotonic(),
+    one clock for every process of the host), before any wait for the zygote's imports."""
+    request = {"op": "start", "argv": argv, "env": env, "cwd": os.getcwd(), "log": str(log),
+               "asked_at": time.monotonic() if asked_at is None else asked_at}
     return Forked(ask(path, request)["pid"], path)
 
 
@@ -213,25 +227,40 @@ def fork_server(command: list[str], env: dict, log: Path, progress=print) -> For
     """The server (or offline runner) of `command` forked by its environment's zygote,
     writing to `log`; None where no zygote could serve it (the caller then starts it as a
     new interpreter)."""
+    asked_at = time.monotonic()   # a first start waits for the zygote's imports: its start-up
     path = ensure(env, progress)
     if path is None:
         return None
     try:
-        return fork(path, command[1:], env, log)
+        return fork(path, command[1:], env, log, asked_at)
     except OSError as exc:
         progress(f"zygote did not fork the server ({exc}); starting a new interpreter")
         return None
 
 
+def fork_script(script: str, env: dict, log: Path, progress=print) -> Forked | None:
+    """`python SCRIPT` run by a child of the analysis zygote for `env`, writing to `log`;
+    None where none could run it (the caller then runs it itself)."""
+    path = ensure(env, progress, kind="analysis")
+    if path is None:
+        return None
+    try:
+        return fork(path, [script], env, log)
+    except OSError as exc:
+        progress(f"zygote did not fork {script} ({exc}); running it here")
+        return None
+
+
 # ----- the zygote process -----
 
-def run_module(module: str, args: list[str]) -> int:
-    """`python -m MODULE ARGS` in this process, which imported what it needs; its exit code."""
+def run_module(module: str, args: list[str], asked_at: float | None = None) -> int:
+    """`python -m MODULE ARGS` in this process, which imported what it needs; its exit code.
+    `asked_at`: when the session asked for it (an offline runner's start-up counts from there)."""
     if module == OFFLINE:
         from servelab.engines import vllm_offline
 
         sys.argv = [module, *args]
-        return vllm_offline.main(args, forked_at=time.monotonic())
+        return vllm_offline.main(args, asked_at=asked_at or time.monotonic())
     if args[:2] == ["bench", "serve"]:   # as vLLM's command line runs it, without building
         from servelab.engines.vllm_bench import BenchServe   # every subcommand's parser
 
@@ -243,6 +272,15 @@ def run_module(module: str, args: list[str]) -> int:
     sys.argv = ["vllm", *args]
     vllm_cli.keep_start_method()
     main()
+    return 0
+
+
+def run_script(script: str, args: list[str]) -> int:
+    """`python SCRIPT ARGS` in this process, which imported what it needs; its exit code."""
+    import runpy
+
+    sys.argv = [script, *args]
+    runpy.run_path(script, run_name="__main__")
     return 0
 
 
@@ -259,12 +297,13 @@ def run_child(request: dict) -> None:
         os.dup2(out, 2)
         os.close(out)
         os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
-        print(f"{FORKED}{os.getppid()}: vLLM imported there", flush=True)
+        print(f"{FORKED}{os.getppid()}: its imports made there", flush=True)
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(request["env"])
         tempfile.tempdir = None   # the session's TMPDIR, not the one the zygote's imports saw
-        code = run_module(request["argv"][1], request["argv"][2:])
+        argv = request["argv"]
+        code = run_module(argv[1], argv[2:], request.get("asked_at")) if argv[0] == "-m" else run_script(argv[0], argv[1:])
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     except BaseException:
@@ -277,29 +316,34 @@ def run_child(request: dict) -> None:
         os._exit(code)
 
 
-def serve(path: Path) -> None:
-    """Import vLLM's front end, then fork a server per request until idle."""
+def serve(path: Path, kind: str = "vllm") -> None:
+    """Import vLLM's front end (or, of kind "analysis", the analysis scripts' modules), then
+    fork a child per request until idle."""
     import importlib
 
-    from servelab.engines import prestart, vllm_cli
-
-    vllm_cli.patch_version_lookup()
     started = time.monotonic()
-    for name in (*prestart.VLLM_SERVE_MODULES, *CLI_MODULES):
-        importlib.import_module(name)
-    # vLLM titles its engine processes (VLLM::EngineCore, what a server's death watch looks
-    # for) with setproctitle, which must find the process's environment where the interpreter
-    # left it: it is set up here, before a child replaces the environment
-    with contextlib.suppress(ImportError):
-        import setproctitle
+    if kind == "analysis":
+        for name in ANALYSIS_MODULES:
+            importlib.import_module(name)
+    else:
+        from servelab.engines import prestart, vllm_cli
 
-        setproctitle.setproctitle(setproctitle.getproctitle())
+        vllm_cli.patch_version_lookup()
+        for name in (*prestart.VLLM_SERVE_MODULES, *CLI_MODULES):
+            importlib.import_module(name)
+        # vLLM titles its engine processes (VLLM::EngineCore, what a server's death watch looks
+        # for) with setproctitle, which must find the process's environment where the
+        # interpreter left it: it is set up here, before a child replaces the environment
+        with contextlib.suppress(ImportError):
+            import setproctitle
+
+            setproctitle.setproctitle(setproctitle.getproctitle())
     # what the imports made stays out of every collection: a child's collections (vLLM's
     # benchmark client runs three at its start) would otherwise walk, and so copy, every
     # page the zygote's objects lie on (0.5 s a point on 2 cores)
     gc.collect()
     gc.freeze()
-    print(f"zygote {os.getpid()}: imported in {time.monotonic() - started:.1f}s; serving {path}", flush=True)
+    print(f"zygote {os.getpid()} ({kind}): imported in {time.monotonic() - started:.1f}s; serving {path}", flush=True)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     bound = path.with_suffix(f".{os.getpid()}")
     listener.bind(str(bound))
@@ -327,7 +371,7 @@ def serve(path: Path) -> None:
                     conn.close()
                     run_child(request)
                 children.add(pid)
-                print(f"zygote: forked {pid}: {' '.join(request['argv'][1:4])}", flush=True)
+                print(f"zygote: forked {pid}: {' '.join(request['argv'][:4])}", flush=True)
                 answer = {"pid": pid}
             elif request["op"] == "status":
                 answer = {"code": None if request["pid"] in children else codes.get(request["pid"], 1)}
@@ -342,4 +386,4 @@ def serve(path: Path) -> None:
 
 
 if __name__ == "__main__":
-    serve(Path(sys.argv[1]))
+    serve(Path(sys.argv[1]), sys.argv[2] if len(sys.argv) > 2 else "vllm")

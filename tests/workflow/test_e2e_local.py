@@ -368,6 +368,9 @@ def test_the_default_ends_with_no_failed_point(workdir, first_run):
     assert failed == []
     # and says where its sessions' time went, with servelab's overhead as a ratio
     assert "servelab: where the sessions' time went (this run):" in proc.stderr
+    # its analysis jobs ran in children of one process that imported pandas, matplotlib and
+    # seaborn once (servelab.analysis.warm_script): at least every table's
+    assert proc.stderr.count(zygote.FORKED) >= len(list((workdir / "results").glob("*/metrics.csv"))) > 10
     print("\n" + "\n".join(line for line in proc.stderr.splitlines() if "wall / (start-ups" in line))
     study = assert_table_matches_config(workdir, "study_tuning_cpu", LOCAL)
     assert study["valid"].all() and (study["output_throughput_tps"] > 0).all() and (study["peak_rss_gib"] > 0).all()

@@ -15,12 +15,23 @@ import pytest
 from conftest import FIRST_RUN_CONFIGS as CONFIGS
 from conftest import commit_workdir, load_config, make_workdir, snakemake, with_overlay
 
+from servelab.engines import zygote
+
 pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory):
     return make_workdir(tmp_path_factory.mktemp("search") / "servelab")
+
+
+@pytest.fixture(autouse=True)
+def zygotes_kept_between_runs(workdir, monkeypatch):
+    """The rerun and the archive's run fork from the first run's zygotes
+    (SERVELAB_ZYGOTE_KEEP=1) instead of waiting for new ones' imports; they leave with the test."""
+    monkeypatch.setenv(zygote.KEEP_ENV, "1")
+    yield
+    zygote.stop_owned(workdir)
 
 
 # the CPU search (config/local.yaml) at its smallest: three configurations, two launches,

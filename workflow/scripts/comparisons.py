@@ -1,4 +1,8 @@
 """Rule comparisons: each configuration against the baseline, its table and figure."""
+from servelab.analysis.warm_script import run_warm
+
+run_warm(__real_file__)  # noqa: F821 (Snakemake's copy of this script): its imports made once
+
 import pandas as pd
 
 from servelab.analysis import comparison_plot, comparisons

@@ -1,4 +1,8 @@
 """Rule metrics_table: one tidy row per measured point."""
+from servelab.analysis.warm_script import run_warm
+
+run_warm(__real_file__)  # noqa: F821 (Snakemake's copy of this script): its imports made once
+
 from servelab.analysis import metrics
 from servelab.atomic import atomic_path
 from servelab.run.joblog import tee_stderr

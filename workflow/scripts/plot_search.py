@@ -1,4 +1,8 @@
 """Rule search_figures: goodput by configuration tried, the SLO frontier, the Pareto front."""
+from servelab.analysis.warm_script import run_warm
+
+run_warm(__real_file__)  # noqa: F821 (Snakemake's copy of this script): its imports made once
+
 import json
 
 from servelab.analysis import search_plots

@@ -1,4 +1,8 @@
 """Rule search_summary: every configuration a search tried, and the best one."""
+from servelab.analysis.warm_script import run_warm
+
+run_warm(__real_file__)  # noqa: F821 (Snakemake's copy of this script): its imports made once
+
 import json
 
 import pandas as pd

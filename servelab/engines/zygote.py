@@ -45,7 +45,9 @@ import time
 from pathlib import Path
 
 ENV = "SERVELAB_ZYGOTE"          # "1" in a server's environment: fork it from a zygote
-IDLE_S = 120.0                   # no child and no request this long: the zygote exits
+# no child and no request this long: the zygote exits (a run stops its own at its end; this
+# outlasts the gaps between one run's uses: week 1's session alone is 3 minutes on 2 cores)
+IDLE_S = 300.0
 IDLE_ENV = "SERVELAB_ZYGOTE_IDLE_S"   # another idle time, in the zygote's environment
 KEEP_ENV = "SERVELAB_ZYGOTE_KEEP"     # "1" in a run's environment: its zygotes outlive it (run_ended)
 READY_TIMEOUT_S = 300.0          # a first start waits this long for the zygote's imports

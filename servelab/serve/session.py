@@ -266,7 +266,10 @@ def run(spec: SessionSpec, view_path: str | Path, retry_failed: bool = False,
             # `{session_dir}` in an env value: a per-session path (e.g. LMCache's disk tier)
             env = {k: v.replace("{session_dir}", str(session_dir.resolve()))
                    for k, v in server_env(spec, tmpdir).items()}
-            if spec.resets_prefix_cache:
+            # an offline runner gets the servers' dev mode too (it serves no routes): in the
+            # servers' environment it forks from their zygote, not one of its own that imports
+            # again each time it has idled out (4 times in README command 1, 12-17 s each)
+            if spec.resets_prefix_cache or spec.kind == "offline":
                 env.update(ENGINES[spec.engine].reset_cache_env)
             launch = Launch(spec, store, hardware, session_name, session_dir, tmpdir, env,
                             gpus=gpus if prestart else None, gate=gate)

@@ -36,7 +36,9 @@ def run_warm(script: str) -> None:
     the analysis zygote and exit with the child's code."""
     if not wanted(os.environ):
         return
-    out = Path(tempfile.mkstemp(prefix="servelab-warm-", suffix=".log")[1])
+    handle, name = tempfile.mkstemp(prefix="servelab-warm-", suffix=".log")
+    os.close(handle)   # the child opens it by name
+    out = Path(name)
     child = zygote.fork_script(script, {**os.environ, CHILD: "1"}, out, progress=lambda m: print(m, file=sys.stderr))
     if child is None:
         out.unlink(missing_ok=True)

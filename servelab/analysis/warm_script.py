@@ -9,7 +9,7 @@ which has them imported: Snakemake's preamble in the script gives the child the 
 The script's own process waits for the child, passes on what it printed, and exits with
 its code; stopped (Snakemake's Ctrl-C or a job's kill), it stops the child first.
 
-The script runs in its own process as before in the child itself, under SLURM (a job's
+The script's body runs in the script's own process, as before, under SLURM (a job's
 zygote would die with its job), with SERVELAB_ZYGOTE=0, and where no zygote could run it.
 """
 

@@ -65,7 +65,6 @@ ANALYSIS_MODULES = ("pandas", "matplotlib", "seaborn", "servelab.analysis.plots"
                     "servelab.analysis.comparisons", "servelab.analysis.comparison_plot",
                     "servelab.analysis.search_plots", "servelab.search.progress", "snakemake.script",
                     "snakemake.logging", "snakemake.iocontainers")
-KINDS = ("vllm", "analysis")
 FORKED = "servelab: forked from the zygote "   # a forked server's first log line
 # what an import may read from the environment (vLLM's and the hub's settings, the threading
 # and allocator libraries', the interpreter's): a zygote serves one set of them

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from servelab.atomic import write_text
 from servelab.config.experiments import EVAL_KNOB, gpus_needed, point_id
-from servelab.engines import commands, environment, prestart, zygote
+from servelab.engines import commands, environment, fusion_size, prestart, zygote
 from servelab.engines.registry import ENGINES
 from servelab.run import caches, provenance
 from servelab.run.compile_gate import CompileGate
@@ -115,7 +115,8 @@ def launch_plan(spec: SessionSpec, session_dir: Path, env: dict, gated: bool = F
     """The processes of the server point and the command lines to record; `gated`: its one
     server is pre-started (servelab.engines.prestart), to be granted its GPUs (hold_gpus)."""
     engine = ENGINES[spec.engine]
-    knobs = {**spec.server_knobs, **monitors.profiler_knobs(spec.monitors, session_dir)}
+    knobs = fusion_size.start_knobs(spec.engine, {**spec.server_knobs,
+                                                  **monitors.profiler_knobs(spec.monitors, session_dir)})
     wrap = spec.monitors.get("wrap")
     plan = topology.fleet_roles(spec.engine, knobs, spec.topology, free_port)
     if plan is None:

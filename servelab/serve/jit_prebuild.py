@@ -12,6 +12,11 @@ On a fresh box, vLLM 0.26 on CUDA builds, while holding its GPUs:
   capture, the silent 99-114 s of a cold start (`startup_warmup_s`; 0-1 s warm). Read
   from vLLM 0.26's code path, not yet measured on a GPU.
 
+On one machine (no SLURM) each vLLM session builds what its start needs itself, before it
+claims a GPU, while its pre-started server imports (`build_before_claim`): the imports and
+the build overlap, and a fresh box's first start no longer waits for both in turn. Under
+SLURM a job holds its GPUs from its start, so the DAG's `prebuild_jit` jobs build first.
+
 Built with the sessions' own environment (servelab.serve.launch.engine_cache_env: the
 same FLASHINFER_WORKSPACE_BASE under the workflow's cache, keyed by vLLM, torch and GPU)
 and for the architectures the starts detect (nvidia-smi's compute capabilities, or
@@ -21,11 +26,13 @@ on the box the sessions run on: the cache key names its GPU.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 from servelab.config.experiments import enabled_experiments, point_env, server_points
 from servelab.run import provenance
@@ -129,6 +136,33 @@ def prebuild(config: dict, modules: list[str] | None = None, progress=print) -> 
     progress(f"servelab prebuild-jit: done in {done['seconds']:.0f} s"
              + ("" if done["ok"] else "; the starts build what failed here themselves"))
     return done
+
+
+def write_marker(path: str | Path, done: dict) -> None:
+    """The marker of a module's build (rule prebuild_jit's output): what was built where."""
+    from servelab.atomic import atomic_path
+
+    with atomic_path(path) as tmp:
+        tmp.write_text(json.dumps(done, indent=1) + "\n")
+
+
+def build_before_claim(config: dict, markers: dict[str, str], progress=print) -> float:
+    """Build the modules of `markers` ({module: marker path}) whose marker is missing, and
+    write their markers; the seconds it took (0 where every marker was there).
+
+    A session on one machine (no SLURM) calls this before it claims a GPU, while its
+    pre-started server imports (servelab.engines.prestart): the build and the imports overlap,
+    and no GPU is held for either. Sessions starting together build a module once: FlashInfer
+    takes the module's lock, and whoever comes second finds it built (ninja: nothing to do)."""
+    missing = [module for module, path in markers.items() if not Path(path).exists()]
+    if not missing:
+        return 0.0
+    start = time.monotonic()
+    done = prebuild(config, missing, progress)
+    for module in missing:
+        what = done["modules"][module]
+        write_marker(markers[module], {**done, "ok": not what.startswith("FAILED"), "modules": {module: what}})
+    return time.monotonic() - start
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -12,6 +12,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from servelab.atomic import write_text
 from servelab.config.experiments import EVAL_KNOB, gpus_needed, point_id
@@ -172,6 +173,8 @@ class Launch:
     gate: CompileGate | None = None   # passed before its GPUs are claimed, warm once healthy (compile_gate)
     gpu_wait_s: float = 0.0
     gate_wait_s: float = 0.0   # waiting for a start of its compile key to fill the cache
+    before_claim: Callable[[], float] | None = None   # the box's builds before any GPU claim (session.run)
+    jit_build_s: float = 0.0   # FlashInfer's JIT builds before the claim, no GPU held (not its wall)
     jit_s: float = 0.0   # of its start-ups, the spans of FlashInfer's JIT builds (server_log.INIT_SPANS)
     plan: dict | None = None   # the capacity plan it started under (servelab.fetch.capacity)
     shared_from: dict | None = None   # on another experiment's engine: its experiment, point, session
@@ -254,6 +257,9 @@ def hold_gpus(launch: Launch, processes: list[Server]) -> None:
     another job used them). Then its processes go on, on them."""
     if launch.gpus is None:
         return
+    if launch.before_claim is not None:   # while its processes import, no GPU held
+        launch.jit_build_s += launch.before_claim()
+        launch.before_claim = None
     if launch.gate is not None:   # while its processes import
         launch.gate_wait_s += launch.gate.wait()
     if not launch.gpus.take_if_free():

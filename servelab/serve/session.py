@@ -20,6 +20,7 @@ import socket
 import tempfile
 import time
 from pathlib import Path
+from typing import Callable
 
 from servelab.engines import environment, server_log
 from servelab.fetch import capacity
@@ -192,6 +193,7 @@ def session_timing(spec: SessionSpec, launch: Launch, wall_s: float, shared: dic
             "wall_s": round(wall_s, 2), **{k: round(v, 2) for k, v in launch.timing.items()},
             **({"shared_engine": shared} if shared else {}),
             **({"gpu_wait_s": round(launch.gpu_wait_s, 2)} if round(launch.gpu_wait_s, 2) else {}),
+            **({"jit_build_s": round(launch.jit_build_s, 2)} if round(launch.jit_build_s, 2) else {}),
             # of startup_s, the seconds its GPUs waited for FlashInfer's JIT builds (a fresh box)
             **({"startup_jit_s": round(launch.jit_s, 2)} if round(launch.jit_s, 2) and not shared else {}),
             # its start compiled (cold) or found its compile key cached (warm); waited for that
@@ -211,12 +213,15 @@ def compile_gate(spec: SessionSpec, cold_at_once: int | None) -> CompileGate | N
 
 
 def run(spec: SessionSpec, view_path: str | Path, retry_failed: bool = False,
-        guests: list[SessionSpec] = (), *, gpus: JobGpus | None = None, cold_at_once: int | None = None) -> list[dict]:
+        guests: list[SessionSpec] = (), *, gpus: JobGpus | None = None, cold_at_once: int | None = None,
+        before_claim: Callable[[], float] | None = None) -> list[dict]:
     """Measure what the store lacks (and, with `retry_failed`, what failed before), and
     what the `guests` (other experiments' sessions of the same engine configuration:
     servelab.config.engine_groups) lack, on the same engine; then write the view of all
     this session's points. `gpus`: the job's, claimed before its engine starts, or once it
-    has imported where it can be pre-started (prestarts)."""
+    has imported where it can be pre-started (prestarts). `before_claim`: what the box must
+    do first with no GPU held (FlashInfer's JIT builds: servelab.serve.jit_prebuild), its
+    seconds returned; a pre-started server imports meanwhile."""
     terminate_on_sigterm()
     run_started = time.monotonic()
     store = PointStore(spec.store_dir)
@@ -254,7 +259,9 @@ def run(spec: SessionSpec, view_path: str | Path, retry_failed: bool = False,
             log(f"capacity plan ({plan.memory}): {plan.warning}")
         prestart = not short and prestarts(spec, gpus)
         gate = None if short else compile_gate(spec, cold_at_once)
-        waited, gated = 0.0, 0.0
+        waited, gated, built = 0.0, 0.0, 0.0
+        if before_claim is not None and not prestart and not short:
+            built, before_claim = before_claim(), None
         if gate is not None and not prestart:
             gated = gate.wait()   # a pre-started one passes it while it imports (hold_gpus)
         if gpus is not None and not prestart and not short:
@@ -272,9 +279,10 @@ def run(spec: SessionSpec, view_path: str | Path, retry_failed: bool = False,
             if spec.resets_prefix_cache or spec.kind == "offline":
                 env.update(ENGINES[spec.engine].reset_cache_env)
             launch = Launch(spec, store, hardware, session_name, session_dir, tmpdir, env,
-                            gpus=gpus if prestart else None, gate=gate)
+                            gpus=gpus if prestart else None, gate=gate, before_claim=before_claim)
             launch.gpu_wait_s += waited
             launch.gate_wait_s += gated
+            launch.jit_build_s += built
             launch.plan = plan.as_dict() if plan else None
             if short:   # a failed row that says so; the rest of the run goes on
                 stage = "capacity plan" if plan and not plan.fits else "GPUs"
@@ -296,7 +304,7 @@ def run(spec: SessionSpec, view_path: str | Path, retry_failed: bool = False,
                                json.dumps(session_timing(guest.spec, g, wall, g.shared_from)))
             # waiting for a GPU is not the session's time (nor is it without a pre-start)
             timing = session_timing(spec, launch, time.monotonic() - run_started - guest_wall - launch.gpu_wait_s
-                                    - launch.gate_wait_s)
+                                    - launch.gate_wait_s - launch.jit_build_s)
             write_text(session_dir / "timing.json", json.dumps(timing))
             log(f"session wall {timing['wall_s']}s: start-up {timing['startup_s']}s, warm-up "
                 f"{timing['warmup_s']}s, client points {timing['points_s']}s"

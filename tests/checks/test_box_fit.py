@@ -158,19 +158,11 @@ def test_a_dry_run_on_two_gpus_lists_what_it_leaves_out_and_builds_no_job_for_it
     assert {"resources/models/shapes/llama31_8b", "resources/models/shapes/llama31_8b_fp8",
             "resources/models/shapes/mixtral_8x7b", "resources/datasets/synthetic_sharegpt.json"} <= \
         {f.strip() for f in made.split(",")}
-    # FlashInfer's JIT is a step of the DAG, a job per module, before a vLLM session that
-    # needs it holds a GPU (workflow/rules/serve.smk): the sampler for every vLLM start,
-    # the all-reduce for tensor parallelism; SGLang and HF build their own
-    assert jobs.count("rule prebuild_jit:") == 2
-    course = load_config("config/config.yaml")["experiments"]
-    engine = {name: exp.get("engine") for name, exp in course.items()}
-    tp2 = {name for name, exp in course.items() if ((exp.get("server") or {}).get("args") or {}).get("tensor_parallel_size") == 2}
-    waits = {(re.search(r"experiment=(\S+),", block)[1], re.search(r"server_point=(\S+)", block)[1],
-              tuple(m for m in ("sampling", "trtllm_comm") if f".cache/flashinfer-prebuilt/{m}.json" in block.split("output:")[0]))
-             for block in sessions}
-    assert waits == {(name, sp, ("sampling", "trtllm_comm") if "tensor_parallel_size=2" in sp or name in tp2 else
-                      ("sampling",) if engine[name] == "vllm" else ()) for name, sp, _ in waits}
-    assert {"week01", "week13", "week09", "week04_static"} <= {name for name, _, _ in waits}   # vLLM, SGLang, HF
+    # on one machine (no SLURM) a session builds FlashInfer's JIT modules itself before it
+    # claims a GPU, while its pre-started server imports: no job of the DAG comes first
+    # (tests/run/test_single_node.py runs it; under SLURM the jobs do: tests/config/test_course.py)
+    assert "rule prebuild_jit:" not in jobs
+    assert not any("flashinfer-prebuilt" in block.split("output:")[0] for block in sessions)
 
 
 @pytest.mark.parametrize("argv, asked", [

@@ -20,6 +20,7 @@ def dry_run_jobs(output: str) -> list[dict]:
             "rule": rule.group(1),
             "wildcards": dict(kv.split("=", 1) for kv in wildcards.group(1).split(", ")) if wildcards else {},
             "resources": dict(kv.split("=", 1) for kv in resources.group(1).split(", ")) if resources else {},
+            "input": block.split("output:")[0],
         })
     return jobs
 
@@ -51,6 +52,19 @@ def test_slurm_profile_dry_run_lists_every_experiment_with_its_gpus(tmp_path, co
     assert sessions[("week14", "enable_expert_parallel=true")]["resources"]["gpu"] == "2"
     assert sessions[("week16", "base")]["resources"]["gpu"] == "2"          # a prefill and a decode server
     assert sessions[("week09_dp", "router_policy=cache_aware")]["resources"]["gpu"] == "2"  # dp_size 2
+    # FlashInfer's JIT is a step of the DAG under SLURM, a job per module, before a vLLM
+    # session that needs it holds a GPU (workflow/rules/serve.smk): the sampler for every
+    # vLLM start, the all-reduce for tensor parallelism; SGLang and HF build their own
+    assert sum(job["rule"] == "prebuild_jit" for job in jobs) == 2
+    course = course_config["experiments"]
+    tp2 = {name for name, exp in course.items()
+           if ((exp.get("server") or {}).get("args") or {}).get("tensor_parallel_size") == 2}
+    waits = {(name, sp): tuple(m for m in ("sampling", "trtllm_comm") if f"flashinfer-prebuilt/{m}.json" in job["input"])
+             for (name, sp), job in sessions.items()}
+    assert waits == {(name, sp): ("sampling", "trtllm_comm") if re.search(r"tensor_parallel_size=[24]", sp) or name in tp2
+                     else ("sampling",) if course[name].get("engine") == "vllm" else () for name, sp in waits}
+    assert {name for (name, _), w in waits.items() if w} >= {"week01", "week13"}
+    assert not waits[("week09", next(sp for n, sp in waits if n == "week09"))]          # SGLang
     for job in jobs:
         if job["rule"] == "prebuild_jit":   # nvcc on a GPU node, no GPU held
             assert "gpu" not in job["resources"] and job["resources"]["slurm_partition"] == "gpu"

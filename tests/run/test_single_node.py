@@ -109,6 +109,31 @@ def test_a_job_waiting_for_its_gpu_pre_started_its_server(single_node_run):
     assert any(seconds > 5 for seconds in waited.values()), waited
 
 
+def test_each_session_saw_to_flashinfers_builds_before_its_claim_and_no_dag_job_did(single_node_run):
+    # on one machine a vLLM session builds the JIT modules its start needs before it claims a
+    # GPU, while its pre-started server imports (servelab.serve.jit_prebuild.build_before_claim).
+    # Here flashinfer is absent (vLLM's CPU build): nothing is built, and the markers say so.
+    # The first session to look builds (FlashInfer's lock makes a second wait); later ones
+    # find the markers and claim at once.
+    work, _ = single_node_run
+    assert not (work / "logs/prebuild_jit").exists()
+    made = {}
+    for module in ("sampling", "trtllm_comm"):   # the TP=2 start's all-reduce too (trtllm: config.yaml)
+        path = work / f".cache/flashinfer-prebuilt/{module}.json"
+        marker = json.loads(path.read_text())
+        assert marker["ok"] is True and marker["modules"] == {module: "not built: flashinfer not importable"}
+        made[module] = datetime.fromtimestamp(path.stat().st_mtime).replace(microsecond=0)
+    built = []
+    for name in ("gpu_a", "gpu_b", "tp2"):
+        log = (work / f"logs/{name}/base.session.log").read_text()
+        if "servelab prebuild-jit: " in log:
+            built.append(name)
+            assert log.index("servelab prebuild-jit: ") < log.index("claimed for this job"), log[:2000]
+        claimed, _ = session_span(work / f"logs/{name}/base.session.log")
+        assert claimed.time() >= made["sampling"].time(), (name, claimed, made)
+    assert built, "no session built anything before its claim"
+
+
 def test_a_tp2_point_gets_both_gpus_and_runs_alone(single_node_run):
     work, _ = single_node_run
     assert sorted(devices_of(work, "tp2")) == ["0", "1"]

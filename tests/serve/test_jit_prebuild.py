@@ -118,3 +118,20 @@ def test_the_dag_step_runs_alone_and_records_what_it_built(tmp_path):
     assert marker["modules"] == {"sampling": "not built: flashinfer not importable"}
     assert marker["workspace"].startswith(str(tmp_path / ".cache" / "vllm-"))
     assert "flashinfer is not importable" in (tmp_path / "logs/prebuild_jit/sampling.log").read_text()
+
+
+def test_a_session_builds_only_what_has_no_marker_and_leaves_one_per_module(tmp_path, monkeypatch):
+    """What a session on one machine does before it claims a GPU (build_before_claim). Here
+    flashinfer is absent: the modules are recorded as not built, as the DAG's job records them."""
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")      # no nvidia-smi: no architecture to name
+    config = course()
+    config["paths"]["cache"] = str(tmp_path / "cache")
+    markers = {m: str(tmp_path / f"cache/flashinfer-prebuilt/{m}.json") for m in ("sampling", "trtllm_comm")}
+    said = []
+    assert jit_prebuild.build_before_claim(config, markers, progress=said.append) > 0
+    for module, path in markers.items():
+        marker = json.loads(Path(path).read_text())
+        assert marker["ok"] is True and marker["modules"] == {module: "not built: flashinfer not importable"}
+    assert any("flashinfer is not importable" in line for line in said)
+    said.clear()
+    assert jit_prebuild.build_before_claim(config, markers, progress=said.append) == 0.0 and said == []

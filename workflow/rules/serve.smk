@@ -5,15 +5,34 @@ from servelab.serve import jit_prebuild
 
 # FlashInfer's JIT modules that the run's vLLM starts would build while holding their GPUs
 # (servelab/serve/jit_prebuild.py): each built once per box and cache, before a vLLM
-# session that needs it claims a GPU. ancient(): a marker remade reruns no session. None on the CPU.
+# session that needs it claims a GPU. None on the CPU.
 JIT_MARKER = f"{config['paths']['cache']}/flashinfer-prebuilt/{{module}}.json"
 
 
-def jit_prebuilt(wildcards):
+def jit_markers(wildcards):
     if config["device"] == "cpu":
         return {}
     modules = jit_prebuild.point_modules(config, EXPERIMENTS[wildcards.experiment], server_knobs(wildcards))
-    return {f"jit_{module}": ancient(JIT_MARKER.format(module=module)) for module in modules}
+    return {module: JIT_MARKER.format(module=module) for module in modules}
+
+
+def builds_in_session():
+    """On one machine (no SLURM) a session builds its modules itself before it claims a GPU,
+    while its pre-started server imports. A SLURM job holds its GPUs from its start, so there
+    (and in its preview) the prebuild_jit jobs come first. Snakemake keeps no name of the
+    executor a dry run previews; it runs the jobs of any but a local one in threads
+    (snakemake/api.py), which is what tells them apart here."""
+    settings = workflow.execution_settings
+    return bool(settings is not None and not settings.use_threads and not workflow.remote_exec)
+
+
+def jit_prebuilt(wildcards):
+    # ancient(): a marker remade reruns no session
+    return {} if builds_in_session() else {f"jit_{m}": ancient(path) for m, path in jit_markers(wildcards).items()}
+
+
+def jit_in_session(wildcards):
+    return jit_markers(wildcards) if builds_in_session() else {}
 
 
 def sessions_start_together():
@@ -78,6 +97,7 @@ rule prebuild_jit:
     log:
         "logs/prebuild_jit/{module}.log",
     priority: 1000   # first: the vLLM sessions wait for it (no `gpu` resource: it holds none)
+    # (under SLURM; on one machine the sessions build what they need: builds_in_session)
     script:
         "../scripts/prebuild_jit.py"
 
@@ -94,6 +114,7 @@ rule session:
         spec=session_params,
         cache=config["paths"]["cache"],
         retry_failed=retry_failed_points,
+        jit=jit_in_session,
     log:
         "logs/{experiment}/{server_point}.session.log",
     # wide sessions first: a TP 4 session left for the end strands GPUs while it waits for four

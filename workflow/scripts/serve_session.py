@@ -5,6 +5,7 @@ import os
 from servelab.checks import cross_checks
 from servelab.run.gpu_claims import JobGpus
 from servelab.run.joblog import tee_stderr
+from servelab.serve import jit_prebuild
 from servelab.serve.launch import engine_cache_env, log
 from servelab.serve.session import run
 from servelab.serve.session_spec import SessionSpec
@@ -36,5 +37,9 @@ with tee_stderr(snakemake.log[0]):
         # the config, not the params: in a job of its own the params function reads a view
         # Snakemake has already removed (it reran the job because the view held failures)
         retry = bool(snakemake.params.retry_failed or snakemake.config.get("retry_failed"))
-        run(spec, snakemake.output[0], retry_failed=retry, guests=guests,
-            gpus=gpus, cold_at_once=snakemake.config.get("cold_starts_at_once"))
+        # FlashInfer's JIT modules its vLLM start needs, built with no GPU held while a
+        # pre-started server imports (on one machine; under SLURM a job of the DAG built them)
+        jit = snakemake.params.jit
+        before_claim = (lambda: jit_prebuild.build_before_claim(snakemake.config, jit, progress=log)) if jit else None
+        run(spec, snakemake.output[0], retry_failed=retry, guests=guests, gpus=gpus,
+            cold_at_once=snakemake.config.get("cold_starts_at_once"), before_claim=before_claim)

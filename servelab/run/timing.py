@@ -28,7 +28,7 @@ def summary(timings: list[dict], run_wall_s: float | None = None) -> str:
     def line(name: str, group: list[dict]) -> str:
         total = {k: sum(t.get(k, 0.0) for t in group) for k in ("wall_s", "startup_s", "points_s", "warmup_s",
                                                                   "drift_s", "repeats_s", "gpu_wait_s", "gate_wait_s",
-                                                                  "startup_jit_s")}
+                                                                  "startup_jit_s", "jit_build_s")}
         starts = {c: sum(1 for t in group if t.get("compile") == c) for c in ("cold", "warm")}
         needed = needed_s(total)
         ratio = f"{total['wall_s'] / needed:.3f}" if needed else "-"
@@ -43,6 +43,8 @@ def summary(timings: list[dict], run_wall_s: float | None = None) -> str:
                 f"wall / (start-ups + benchmark runs) = {ratio}"
                 # queueing for a GPU another job holds is the run's, not the session's overhead
                 + (f"; waited {total['gpu_wait_s']:.0f}s for GPUs (not in wall)" if total["gpu_wait_s"] else "")
+                + (f"; built FlashInfer's JIT {total['jit_build_s']:.0f}s before claiming GPUs, none held "
+                   f"(not in wall)" if total["jit_build_s"] >= 1 else "")
                 + (f"; starts {starts['cold']} cold, {starts['warm']} warm (compile gate), waited "
                    f"{total['gate_wait_s']:.0f}s for a warm cache (not in wall)" if any(starts.values()) else ""))
 

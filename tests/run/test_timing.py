@@ -121,7 +121,8 @@ def test_a_sessions_timing_carries_its_jit_seconds_unless_on_another_sessions_en
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1,2,3")
     spec = SimpleNamespace(experiment="week13", server_point="tensor_parallel_size=4", kind="serve")
     launch = SimpleNamespace(timing={"startup_s": 452.2, "warmup_s": 3.8, "points_s": 20.0, "drift_s": 0.0,
-                                     "repeats_s": 0.0}, gpu_wait_s=0.0, gate=None, jit_s=303.0)
+                                     "repeats_s": 0.0}, gpu_wait_s=0.0, gate=None, jit_s=303.0,
+                             jit_build_s=0.0)
     own = session_timing(spec, launch, 480.0)
     assert own["startup_jit_s"] == 303.0 and own["gpus"] == ["0", "1", "2", "3"]
     guest = session_timing(spec, launch, 10.0, shared={"experiment": "week12"})

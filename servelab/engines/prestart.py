@@ -17,9 +17,11 @@ starts such a process and grants it its GPUs.
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import sys
 from datetime import datetime
+from pathlib import Path
 
 GATE_ENV = "SERVELAB_GATED"      # set in a gated server's environment
 IMPORTED = "servelab: imported ahead at "
@@ -45,14 +47,32 @@ def cuda_initialised() -> bool:
     return bool(torch is not None and torch.cuda.is_initialized())
 
 
-def wait_for_grant(modules: tuple[str, ...] = ()) -> bool:
-    """In a gated server process (GATE_ENV set): import `modules`, then wait for the
-    session's grant on stdin and make it the process's CUDA_VISIBLE_DEVICES. True where it
-    waited for the grant (its start-up then counts from now), False where the grant came
-    before its imports were done (its start-up counts from its launch), and elsewhere."""
+def model_modules(model: str | None) -> list[str]:
+    """vLLM's modules of the served model's architectures (its config.json), as its registry
+    names them; none where the model, its config or the registry says nothing."""
+    try:
+        architectures = json.loads((Path(model) / "config.json").read_text()).get("architectures") or []
+        from vllm.model_executor.models.registry import ModelRegistry
+    except Exception:   # no local model directory (a hub name), or another vLLM: nothing ahead
+        return []
+    found = [getattr(ModelRegistry.models.get(arch), "module_name", None) for arch in architectures]
+    return [name for name in found if name]
+
+
+def wait_for_grant(modules: tuple[str, ...] = (), model: str | None = None) -> bool:
+    """In a gated server process (GATE_ENV set): import `modules` and vLLM's module of the
+    `model`'s architecture, then wait for the session's grant on stdin and make it the
+    process's CUDA_VISIBLE_DEVICES. True where it waited for the grant (its start-up then
+    counts from now), False where the grant came before its imports were done (its start-up
+    counts from its launch), and elsewhere.
+
+    The model's module: vLLM's API server resolves the architecture by importing it where
+    its model-info cache (VLLM_CACHE_ROOT/modelinfos) has no entry yet, as on a fresh box:
+    20 s of the 8B's first start on a fresh 2x H200 box (2026-11-29), after the grant. It
+    initialises no CUDA (the API server imports it before it forks its engine process)."""
     if not os.environ.pop(GATE_ENV, None):
         return False
-    for name in modules:
+    for name in (*modules, *model_modules(model)):
         importlib.import_module(name)
     imported = stamp(IMPORTED)
     grant = sys.stdin.readline().strip()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib.metadata as metadata
 import os
+import sys
 
 from servelab.engines import prestart
 
@@ -72,7 +73,9 @@ def keep_start_method() -> None:
 def main() -> None:
     patch_version_lookup()
     keep_start_method()
-    prestart.wait_for_grant(prestart.VLLM_SERVE_MODULES)   # a pre-started server: imports, then its GPU
+    # a pre-started server: imports (its model's module too), then its GPU
+    model = sys.argv[2] if len(sys.argv) > 2 and sys.argv[1] == "serve" else None
+    prestart.wait_for_grant(prestart.VLLM_SERVE_MODULES, model=model)
     from vllm.entrypoints.cli.main import main as vllm_main
 
     vllm_main()

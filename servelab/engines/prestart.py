@@ -47,33 +47,43 @@ def cuda_initialised() -> bool:
     return bool(torch is not None and torch.cuda.is_initialized())
 
 
-def model_modules(model: str | None) -> list[str]:
-    """vLLM's modules of the served model's architectures (its config.json), as its registry
-    names them; none where the model, its config or the registry says nothing."""
+def inspect_model_ahead(model: str | None) -> list[str]:
+    """Have vLLM's registry inspect the served model's architectures (its config.json) now:
+    where its model-info cache (VLLM_CACHE_ROOT/modelinfos) has no entry, as on a fresh box,
+    vLLM inspects the class in a new interpreter (so as not to initialise CUDA) and caches
+    what it found. The API server's own lookup then finds the entry. Returns the classes
+    inspected; none where the model, its config or the registry says nothing."""
     try:
         architectures = json.loads((Path(model) / "config.json").read_text()).get("architectures") or []
         from vllm.model_executor.models.registry import ModelRegistry
     except Exception:   # no local model directory (a hub name), or another vLLM: nothing ahead
         return []
-    found = [getattr(ModelRegistry.models.get(arch), "module_name", None) for arch in architectures]
-    return [name for name in found if name]
+    inspected = []
+    for arch in architectures:
+        registered = ModelRegistry.models.get(arch)
+        try:
+            registered.inspect_model_cls()
+        except Exception:   # the server's own lookup will say what is wrong
+            continue
+        inspected.append(arch)
+    return inspected
 
 
 def wait_for_grant(modules: tuple[str, ...] = (), model: str | None = None) -> bool:
-    """In a gated server process (GATE_ENV set): import `modules` and vLLM's module of the
+    """In a gated server process (GATE_ENV set): import `modules` and have vLLM inspect the
     `model`'s architecture, then wait for the session's grant on stdin and make it the
     process's CUDA_VISIBLE_DEVICES. True where it waited for the grant (its start-up then
     counts from now), False where the grant came before its imports were done (its start-up
     counts from its launch), and elsewhere.
 
-    The model's module: vLLM's API server resolves the architecture by importing it where
-    its model-info cache (VLLM_CACHE_ROOT/modelinfos) has no entry yet, as on a fresh box:
-    20 s of the 8B's first start on a fresh 2x H200 box (2026-11-29), after the grant. It
-    initialises no CUDA (the API server imports it before it forks its engine process)."""
+    The model's inspection (inspect_model_ahead): on a fresh box the API server's lookup of
+    the architecture inspects it in a new interpreter, 19-20 s of the 8B's first start on a
+    fresh 2x H200 box after the grant (2026-11-29); done ahead, it finds vLLM's cache entry."""
     if not os.environ.pop(GATE_ENV, None):
         return False
-    for name in (*modules, *model_modules(model)):
+    for name in modules:
         importlib.import_module(name)
+    inspect_model_ahead(model)
     imported = stamp(IMPORTED)
     grant = sys.stdin.readline().strip()
     if not grant:   # the session ended before it held a GPU (stdin closed)

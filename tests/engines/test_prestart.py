@@ -61,18 +61,22 @@ def test_a_process_not_made_to_wait_goes_straight_on_and_a_closed_gate_ends_it(t
     assert prestart.GRANTED not in never.log.read_text()
 
 
-def test_a_gated_server_imports_its_models_module_ahead(tmp_path, tiny_model, monkeypatch):
-    """vLLM's API server imports the model's module to resolve its architecture where its
-    model-info cache is empty (a fresh box: 20 s after the grant on an H200 box); a
-    pre-started one has it imported before its grant. The real vLLM registry, the tiny Llama."""
-    assert prestart.model_modules(str(tmp_path)) == []          # no config.json: nothing ahead
+def test_a_gated_server_has_vllm_inspect_its_model_ahead(tmp_path, tiny_model, monkeypatch):
+    """On an empty model-info cache (a fresh box) vLLM's API server inspects the model's class
+    in a new interpreter: 19-20 s after the grant on an H200 box. A pre-started one has vLLM
+    do it before its grant, so the lookup finds vLLM's own cache entry. The real vLLM registry,
+    the tiny Llama."""
+    assert prestart.inspect_model_ahead(str(tmp_path)) == []     # no config.json: nothing ahead
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
-    program = ("from servelab.engines import prestart; import sys; "
+    monkeypatch.setenv("VLLM_CACHE_ROOT", str(tmp_path / "vllm-cache"))
+    program = ("from servelab.engines import prestart; import os, sys; "
                f"prestart.wait_for_grant(model={str(tiny_model)!r}); "
-               "print('llama ahead', 'vllm.model_executor.models.llama' in sys.modules, flush=True)")
+               "print('cached', sorted(os.listdir(os.environ['VLLM_CACHE_ROOT'] + '/modelinfos')), flush=True)")
     server = Server([sys.executable, "-c", program], 0, tmp_path / "server.log", gated=True)
     with server:
-        wait_for(server.log, prestart.IMPORTED, timeout_s=180)
+        wait_for(server.log, prestart.IMPORTED, timeout_s=240)
+        assert list((tmp_path / "vllm-cache/modelinfos").glob("*llama*LlamaForCausalLM*")), \
+            server.log.read_text()[-2000:]                      # cached before the grant
         server.grant(["0"])
         assert server.proc.wait(timeout=60) == 0
-    assert server.log.read_text().rstrip().endswith("llama ahead True"), server.log.read_text()[-2000:]
+    assert "LlamaForCausalLM" in server.log.read_text().splitlines()[-1]

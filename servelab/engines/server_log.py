@@ -106,12 +106,15 @@ def facts(text: str) -> dict:
 def timeline(text: str) -> dict:
     """{startup_imports_s, startup_frontend_s, startup_imported_ahead_s} and the INIT_SPANS
     from the lines' times, for what the log shows."""
-    first, engine = VLLM_STAMP.search(text), ENGINE_PROCESS.search(text)
     local = lambda m: datetime.strptime(m[1], prestart.TIME_FORMAT) if m else None
-    launched, imported, granted = local(LAUNCHED.search(text)), local(IMPORTED.search(text)), local(GRANTED.search(text))
-    # a pre-started server that waited for its GPUs: its start-up counts from the grant
+    granted_line = GRANTED.search(text)
+    launched, imported, granted = local(LAUNCHED.search(text)), local(IMPORTED.search(text)), local(granted_line)
+    # a pre-started server that waited for its GPUs: its start-up counts from the grant, and
+    # its vLLM lines start after it (what its imports ahead logged is not its start)
     waited = bool(imported and granted and granted >= imported)
     launch = granted if waited else launched
+    first = VLLM_STAMP.search(text, granted_line.end() if waited else 0)
+    engine = ENGINE_PROCESS.search(text)
     # vLLM's stamps have no year: the launch's (else 2000, which has a 29 February)
     stamp = lambda m: datetime.strptime(f"{launch.year if launch else 2000}-{m[1]}", "%Y-%m-%d %H:%M:%S")
     out = {}

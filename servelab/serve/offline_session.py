@@ -9,6 +9,7 @@ from pathlib import Path
 
 from servelab.config.experiments import bench_knobs, point_id
 from servelab.engines import commands, fusion_size, offline_plan, server_log
+from servelab.run import provenance
 from servelab.serve import conditions, failure, monitors
 from servelab.serve.launch import Guest, Launch, guest_launch, hold_gpus, log
 from servelab.serve.peak_memory import PeakMemory
@@ -35,7 +36,8 @@ def measure_offline(launch: Launch, missing: list[Point], guests: list[Guest] = 
     killed by a signal fails the job."""
     spec, engine, session_dir = launch.spec, launch.engine, launch.session_dir
     engine_knobs = fusion_size.start_knobs(spec.engine, {**spec.server_knobs,
-                                                         **monitors.profiler_knobs(spec.monitors, session_dir)})
+                                                         **monitors.profiler_knobs(spec.monitors, session_dir)},
+                                                        provenance.gpu_compute_capabilities)
     # (the launch it belongs to, the point) in plan order; a guest's on the host's engine after the host's
     owned = [[(launch, m) for m in batch] for batch in offline_batches(spec, missing)] or [[]]
     owned[-1] += [(guest_launch(launch, g), m) for g in guests for m in g.missing]

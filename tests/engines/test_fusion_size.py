@@ -49,8 +49,10 @@ def test_nothing_is_added_where_vllm_would_look_nothing_up_or_the_experiment_cho
     assert merged == {"cudagraph_mode": "PIECEWISE",
                       "pass_config": {"fuse_allreduce_rms": True, "fi_allreduce_fusion_max_size_mb": 64}}
     # no CUDA GPU here: a CPU start is left as it is
-    assert fusion_size.start_knobs("vllm", {"tensor_parallel_size": 2}) == {"tensor_parallel_size": 2}
-    assert fusion_size.start_knobs("sglang", {"tensor_parallel_size": 2}) == {"tensor_parallel_size": 2}
+    assert fusion_size.start_knobs("vllm", {"tensor_parallel_size": 2}, lambda: []) == {"tensor_parallel_size": 2}
+    assert fusion_size.start_knobs("sglang", {"tensor_parallel_size": 2}, lambda: ["9.0"]) == {"tensor_parallel_size": 2}
+    assert fusion_size.start_knobs("vllm", {"tensor_parallel_size": 2}, lambda: ["9.0"])["compilation_config"] == \
+        {"pass_config": {"fi_allreduce_fusion_max_size_mb": 64}}
 
 
 # the real vLLM: its pass config imports the fusion module (and with it flashinfer.comm on a

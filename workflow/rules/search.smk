@@ -113,6 +113,7 @@ rule search_confirm:
         spec=confirm_params,
         cache=config["paths"]["cache"],
         retry_failed=False,
+        jit=jit_in_session,   # built by the round that measured this point first: found
     log:
         "logs/{experiment}/{server_point}.confirm.log",
     resources:

@@ -73,7 +73,7 @@ def keep_start_method() -> None:
 def main() -> None:
     patch_version_lookup()
     keep_start_method()
-    # a pre-started server: imports (its model's module too), then its GPU
+    # a pre-started server: imports, has vLLM inspect its model's class, then waits for its GPU
     model = sys.argv[2] if len(sys.argv) > 2 and sys.argv[1] == "serve" else None
     prestart.wait_for_grant(prestart.VLLM_SERVE_MODULES, model=model)
     from vllm.entrypoints.cli.main import main as vllm_main

@@ -112,13 +112,18 @@ def engine_signs(engine) -> dict:
     return {"fatal_lines": engine.fatal_lines, "engine_processes": engine.engine_processes}
 
 
+def start_knobs(spec: SessionSpec, session_dir: Path) -> dict:
+    """The engine knobs a start of the session gets: its point's, a profiler's, and at TP > 1
+    on a CUDA GPU vLLM's own all-reduce fusion size (servelab.engines.fusion_size)."""
+    knobs = {**spec.server_knobs, **monitors.profiler_knobs(spec.monitors, session_dir)}
+    return fusion_size.start_knobs(spec.engine, knobs, provenance.gpu_compute_capabilities)
+
+
 def launch_plan(spec: SessionSpec, session_dir: Path, env: dict, gated: bool = False) -> tuple[Fleet, str]:
     """The processes of the server point and the command lines to record; `gated`: its one
     server is pre-started (servelab.engines.prestart), to be granted its GPUs (hold_gpus)."""
     engine = ENGINES[spec.engine]
-    knobs = fusion_size.start_knobs(spec.engine, {**spec.server_knobs,
-                                                  **monitors.profiler_knobs(spec.monitors, session_dir)},
-                                                 provenance.gpu_compute_capabilities)
+    knobs = start_knobs(spec, session_dir)
     wrap = spec.monitors.get("wrap")
     plan = topology.fleet_roles(spec.engine, knobs, spec.topology, free_port)
     if plan is None:

@@ -8,10 +8,9 @@ import time
 from pathlib import Path
 
 from servelab.config.experiments import bench_knobs, point_id
-from servelab.engines import commands, fusion_size, offline_plan, server_log
-from servelab.run import provenance
+from servelab.engines import commands, offline_plan, server_log
 from servelab.serve import conditions, failure, monitors
-from servelab.serve.launch import Guest, Launch, guest_launch, hold_gpus, log
+from servelab.serve.launch import Guest, Launch, guest_launch, hold_gpus, log, start_knobs
 from servelab.serve.peak_memory import PeakMemory
 from servelab.serve.point_identity import knobs_swept
 from servelab.serve.server import Server, log_tail
@@ -35,9 +34,7 @@ def measure_offline(launch: Launch, missing: list[Point], guests: list[Guest] = 
     (kept); a runner that exits with an error fails the points it did not report; one
     killed by a signal fails the job."""
     spec, engine, session_dir = launch.spec, launch.engine, launch.session_dir
-    engine_knobs = fusion_size.start_knobs(spec.engine, {**spec.server_knobs,
-                                                         **monitors.profiler_knobs(spec.monitors, session_dir)},
-                                                        provenance.gpu_compute_capabilities)
+    engine_knobs = start_knobs(spec, session_dir)
     # (the launch it belongs to, the point) in plan order; a guest's on the host's engine after the host's
     owned = [[(launch, m) for m in batch] for batch in offline_batches(spec, missing)] or [[]]
     owned[-1] += [(guest_launch(launch, g), m) for g in guests for m in g.missing]

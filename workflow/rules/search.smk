@@ -113,7 +113,7 @@ rule search_confirm:
         spec=confirm_params,
         cache=config["paths"]["cache"],
         retry_failed=False,
-        jit=jit_in_session,   # built by the round that measured this point first: found
+        jit=jit_in_session,   # as a session's (the round that measured the point built them)
     log:
         "logs/{experiment}/{server_point}.confirm.log",
     resources:

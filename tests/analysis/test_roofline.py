@@ -76,7 +76,7 @@ def test_a_shape_without_weights_is_sized_from_its_config(tmp_path, course_confi
 
 
 MOE_RUN = Path(__file__).parents[2] / "tests/data/recorded_gpu/h200_20261129_moe_plan"
-MOE_MODELS = load_config("config/plan-check-moe-gpu.yaml")["models"]
+MOE_MODELS = load_config("config/studies/plan-check-moe-gpu.yaml")["models"]
 
 
 @pytest.mark.parametrize("model, published, counts_embeddings", [

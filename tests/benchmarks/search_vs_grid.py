@@ -4,7 +4,7 @@
 
 Runs `study_search_cpu` (config/local.yaml: a compass search, each configuration's
 session bisecting the concurrency under the SLO) in one fresh copy of the workflow,
-then the same experiment with `strategy: grid` (config/search-grid-cpu.yaml) in
+then the same experiment with `strategy: grid` (config/studies/search-grid-cpu.yaml) in
 another, so that neither reuses the other's points. Prints each one's launches, wall
 time, best configuration and goodput, and the search's goodput as a share of the grid's
 best and its launches as a share of the grid's (goals: within 5 %, at most 40 %), and
@@ -65,7 +65,7 @@ def main() -> None:
         report(*args.compare, {})
         return
     walls = {}
-    for label, overlay in (("search", ()), ("grid", ("config/search-grid-cpu.yaml",))):
+    for label, overlay in (("search", ()), ("grid", ("config/studies/search-grid-cpu.yaml",))):
         workdir = make_workdir(args.workdir / label)
         walls[label] = run(workdir, *overlay)
         print(f"{label} done in {walls[label]:.0f}s", flush=True)

@@ -231,12 +231,12 @@ def test_switching_eval_off_as_the_preflight_suggests_is_a_valid_config(capsys):
 
 
 def test_the_phi4_gpu_overlay_is_valid_and_its_hand_path_lies_in_the_searched_space():
-    """config/phi4-search-gpu.yaml: seed 002's search and its hand-tuned path as a grid under
+    """config/studies/phi4-search-gpu.yaml: seed 002's search and its hand-tuned path as a grid under
     one SLO and one load range, served from Phi-4-mini's shape, with enough prompts that the
     top of the range is a rate held, not one burst (servelab.search.slo)."""
     from conftest import load_config
 
-    config = validated(load_config("config/config.yaml", "config/phi4-search-gpu.yaml"))
+    config = validated(load_config("config/config.yaml", "config/studies/phi4-search-gpu.yaml"))
     assert config["models"]["phi4_mini"]["shape"]["config"]["architectures"] == ["Phi3ForCausalLM"]
     search = config["experiments"]["study_phi4_search"]["search"]
     hand = config["experiments"]["study_phi4_hand"]["search"]
@@ -248,10 +248,10 @@ def test_the_phi4_gpu_overlay_is_valid_and_its_hand_path_lies_in_the_searched_sp
 
 
 def test_the_steady_state_gpu_overlays_are_valid():
-    """config/phi4-steady-gpu.yaml (and the FP8 step after it): every point sized in time."""
+    """config/studies/phi4-steady-gpu.yaml (and the FP8 step after it): every point sized in time."""
     from conftest import load_config
 
-    for overlays in (["config/phi4-steady-gpu.yaml"], ["config/phi4-steady-gpu.yaml", "config/phi4-fp8kv-gpu.yaml"]):
+    for overlays in (["config/studies/phi4-steady-gpu.yaml"], ["config/studies/phi4-steady-gpu.yaml", "config/studies/phi4-fp8kv-gpu.yaml"]):
         config = validated(load_config("config/config.yaml", *overlays))
         for name in config["run"]:
             assert config["experiments"][name]["client"]["args"]["duration_s"] > 0, name

@@ -13,7 +13,7 @@ from servelab.fetch.model_facts import decoder_params
 
 RECORDED = REPO / "tests/data/recorded_gpu"
 H100 = capacity.gpu_memory_mib("NVIDIA H100 80GB HBM3") / 1024
-MODELS = load_config("config/plan-check-moe-gpu.yaml")["models"]   # the course's and two MoE shapes
+MODELS = load_config("config/studies/plan-check-moe-gpu.yaml")["models"]   # the course's and two MoE shapes
 
 # (table, experiment, server point, engine, model, the point's knobs as the run served them)
 CASES = [

@@ -1,7 +1,7 @@
 """Seed 002's FP8-KV step alone, one session at a time on one H200, 45 s a point, replayed
 with today's comparisons (tests/data/recorded_gpu/h200_20261129_fp8kv: vLLM 0.26.0, random
-weights of Phi-4-mini's shape, `--configfile config/config.yaml config/phi4-steady-gpu.yaml
-config/phi4-fp8kv-gpu.yaml`, single-node profile, `--resources gpu=2`, 2026-11-29 00:01-00:14,
+weights of Phi-4-mini's shape, `--configfile config/config.yaml config/studies/phi4-steady-gpu.yaml
+config/studies/phi4-fp8kv-gpu.yaml`, single-node profile, `--resources gpu=2`, 2026-11-29 00:01-00:14,
 two calls of one run).
 
 The per-token records (4-6 MiB a point) stayed on the box, so the table's held-window

@@ -2,8 +2,8 @@
 one session measuring at a time, 40 s a point, 3 repeats (baseline 2: the run ended with
 the device time), replayed with today's repeats and comparisons
 (tests/data/recorded_gpu/h200_20261129b_l4kv_path: vLLM 0.26.0, random weights of
-Phi-4-mini's shape, `--configfile config/config.yaml config/phi4-steady-gpu.yaml
-config/phi4-l4kv-gpu.yaml`, single-node profile, `--resources gpu=2`, 2026-11-29 03:38-04:04,
+Phi-4-mini's shape, `--configfile config/config.yaml config/studies/phi4-steady-gpu.yaml
+config/studies/phi4-l4kv-gpu.yaml`, single-node profile, `--resources gpu=2`, 2026-11-29 03:38-04:04,
 three calls of one run resumed from its store).
 
 What came back is each session's `bench.log` (the client's own whole-run summary of each

@@ -1,6 +1,6 @@
 """Seed 002's hand-tuned path at 20 s a point on one H200, replayed with today's code
 (tests/data/recorded_gpu/h200_20261129c_path: vLLM 0.26.0, random weights of Phi-4-mini's
-shape, `--configfile config/config.yaml config/phi4-steady-gpu.yaml config/phi4-path-gpu.yaml`,
+shape, `--configfile config/config.yaml config/studies/phi4-steady-gpu.yaml config/studies/phi4-path-gpu.yaml`,
 single-node profile, `--resources gpu=2`, 2026-11-29 06:53-07:20, four calls of one run).
 
 With an L4's KV cache the whole path reached its table (4 configurations x 3 repeats, each

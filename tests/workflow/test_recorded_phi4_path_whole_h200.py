@@ -1,7 +1,7 @@
 """Seed 002's hand-tuned path with the whole GPU, all four configurations on one H200 box,
 replayed with today's code (tests/data/recorded_gpu/h200_20261129d_path_whole: vLLM 0.26.0,
 random weights of Phi-4-mini's shape, `--configfile config/config.yaml
-config/phi4-steady-gpu.yaml config/phi4-path-gpu.yaml --config 'run=[study_phi4_path]'`,
+config/studies/phi4-steady-gpu.yaml config/studies/phi4-path-gpu.yaml --config 'run=[study_phi4_path]'`,
 single-node profile, `--resources gpu=2`, 2026-11-29 10:35-10:51, two calls of one run on one
 box: the second measured what the first left).
 

@@ -1,6 +1,6 @@
 """Seed 002's tuning study as a search on a lent GPU box, replayed (tests/data/recorded_gpu/
 h200x2_20261128_phi4: 2x NVIDIA H200, vLLM 0.26.0, random weights of Phi-4-mini's shape,
-commit e2bbe66, `NAMES=vllm OVERLAYS=config/phi4-search-gpu.yaml envs/lent-gpu/course-run.sh`).
+commit e2bbe66, `NAMES=vllm OVERLAYS=config/studies/phi4-search-gpu.yaml envs/lent-gpu/course-run.sh`).
 The search (study_phi4_search) and seed 002's hand-tuned path as a grid
 (study_phi4_hand), 100 prompts a point, load bisected on request_rate 16..128.
 

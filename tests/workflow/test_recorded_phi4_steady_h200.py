@@ -1,6 +1,6 @@
 """Seed 002's tuning study at a steady state on 4x H200, replayed with today's code
 (tests/data/recorded_gpu/h200x4_20261128_steady: vLLM 0.26.0, random weights of Phi-4-mini's
-shape, `--configfile config/config.yaml config/phi4-steady-gpu.yaml`, single-node profile,
+shape, `--configfile config/config.yaml config/studies/phi4-steady-gpu.yaml`, single-node profile,
 `--resources gpu=8`, 2026-11-28 17:04-17:21, two calls of one run).
 
 Every point was sized in time (duration_s 15): the seed's 50 req/s capped at 250 in flight

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from conftest import default_sigint
 
-from servelab.serve.server import Server, ServerError, free_port, group_alive
+from servelab.serve.process_tree import group_alive
+from servelab.serve.server import Server, ServerError, free_port
 
 STANDIN = str(Path(__file__).parents[1] / "helpers/standin_server.py")
 

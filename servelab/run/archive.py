@@ -4,7 +4,8 @@
             diff), the merged config as it ran, the environment as a lock (pip freeze;
             `conda list --explicit` where conda exists), the machine, every point's raw
             benchmark JSON + record + the server's logs and commands, the session views,
-            tables, figures, the HTML report if made, a SHA-256 manifest, and Workflow
+            tables, figures, each point as an llm-d benchmark report (export/llmd/),
+            the HTML report if made, a SHA-256 manifest, and Workflow
             Run RO-Crate metadata (ro-crate-metadata.json), zipped.
     verify: on any machine with the analysis packages (no engine): every checksum, then
             every table rebuilt from the raw JSON and compared with the archived one,
@@ -154,6 +155,7 @@ def build(project: Path, config: dict, experiments: list[str], out: Path, *, all
                 dest = stage / src.relative_to(project)
                 dest.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(src, dest)
+            export_reports(project / "results" / name, stage / "results" / name / "export" / "llmd")
         if (project / "report.html").is_file():
             shutil.copy2(project / "report.html", stage / "report.html")
         files = sorted(p for p in stage.rglob("*") if p.is_file())
@@ -183,6 +185,29 @@ def build(project: Path, config: dict, experiments: list[str], out: Path, *, all
         crate.write_zip(partial)
         partial.replace(out)
     return {"files": len(files), "bytes": out.stat().st_size, **{k: state[k] for k in ("commit", "dirty")}}
+
+
+def export_reports(exp_dir: Path, out: Path) -> int:
+    """Every point of the experiment as an llm-d benchmark report beside its table
+    (servelab/export/llmd_export.py); how many."""
+    from servelab.export import llmd_export
+
+    try:
+        return sum(llmd_export.export(exp_dir, out).values())
+    except llmd_export.ExportError as err:
+        raise ArchiveError(f"the llm-d reports of {exp_dir.name} could not be made: {err}") from err
+
+
+def check_reports(root: Path) -> int:
+    """Every archived llm-d report against the schema; how many."""
+    from servelab.export import llmd_schema
+
+    reports = sorted(root.glob("results/*/export/llmd/*.json"))
+    for path in reports:
+        if problems := llmd_schema.errors(json.loads(path.read_text())):
+            raise ArchiveError(f"{path.relative_to(root)} breaks the llm-d {llmd_schema.VERSION} schema: "
+                               + "; ".join(problems[:5]))
+    return len(reports)
 
 
 def check_manifest(root: Path) -> int:
@@ -243,7 +268,8 @@ def rebuild_comparisons(exp: dict, table, archived: Path, out: Path) -> int:
     from servelab.analysis import comparison_plot, comparisons
     from servelab.config.experiments import load_knobs
 
-    rebuilt = comparisons.compare(table, load_knobs(exp), exp.get("baseline"))
+    rebuilt = comparisons.compare(table, load_knobs(exp), exp.get("baseline"),
+                                  exp.get("equivalence_margin", comparisons.EQUIVALENCE_MARGIN))
     rebuilt.to_csv(out / "comparisons.csv", index=False)
     try:
         pd.testing.assert_frame_equal(pd.read_csv(out / "comparisons.csv"), pd.read_csv(archived),
@@ -263,7 +289,7 @@ def verify(archive: Path, out: Path) -> dict:
     crate = json.loads((root / "ro-crate-metadata.json").read_text())
     if not any("CreateAction" in str(e.get("@type")) for e in crate["@graph"]):
         raise ArchiveError("ro-crate-metadata.json holds no CreateAction (not a Workflow Run Crate)")
-    return {"checked": check_manifest(root), **rebuild(root, Path(out) / "rebuilt")}
+    return {"checked": check_manifest(root), "reports": check_reports(root), **rebuild(root, Path(out) / "rebuilt")}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -280,7 +306,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     print(f"servelab archive: {summary['checked']} files match their checksums; {summary['tables']} tables "
           f"({summary['rows']} rows) rebuilt from the raw JSON equal the archived ones; "
-          f"{summary['figures']} figures redrawn in {args.rebuild / 'rebuilt'}")
+          f"{summary['figures']} figures redrawn in {args.rebuild / 'rebuilt'}; {summary['reports']} llm-d "
+          f"report(s) valid against their schema")
     return 0
 
 

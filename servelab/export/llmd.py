@@ -1,0 +1,248 @@
+"""One measured point as an llm-d benchmark report, version 0.2.1 (servelab/export/llmd_schema.py).
+
+A report is made from the point's row of the table (results/EXP/metrics.csv: its figures,
+the mean of its repeats where it has several) and its store record (the server's knobs,
+command, environment, engine version and hardware). Times are in seconds (the table's
+milliseconds / 1000). What maps where: docs/export-and-import.md.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+
+from servelab.export.llmd_schema import VERSION
+
+# the table's latency columns -> the report's latency statistics and their units
+LATENCY = {"ttft": ("time_to_first_token", "s"), "tpot": ("time_per_output_token", "s/token"),
+           "itl": ("inter_token_latency", "s/token"), "e2el": ("request_latency", "s")}
+STATS = ("mean", "p50", "p90", "p99")
+THROUGHPUT = {"output_throughput_tps": ("output_token_rate", "tokens/s"),
+              "total_token_throughput_tps": ("total_token_rate", "tokens/s"),
+              "request_throughput_rps": ("request_rate", "queries/s")}
+# the engine's counters over the point (servelab.serve.conditions) and their units
+COUNTERS = {"peak_kv_cache_usage": "fraction", "prefix_cache_hit_rate": "fraction", "preemptions": "count",
+            "kv_transfers": "count", "kv_failed_transfers": "count", "kv_transfer_mb": "MB",
+            "kv_transfer_mean_ms": "ms", "kv_transfer_p90_ms": "ms", "spec_acceptance_rate": "fraction",
+            "spec_mean_accepted_len": "count"}
+# load generators by the names llm-d gives them (base.WorkloadGenerator), else servelab's
+LOAD_TOOLS = {"vllm": "vllm-benchmark", "sglang": "sglang-bench-serving"}
+OFFLINE_TOOLS = {"throughput": "vllm-bench-throughput", "latency": "vllm-bench-latency",
+                 "static_batch": "servelab-hf-static-batch"}
+
+
+def value(row: dict, column: str):
+    """A cell, None where it is empty (NaN) or not a finite number where one is expected."""
+    v = row.get(column)
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return None
+    return v
+
+
+def number(row: dict, column: str, scale: float = 1.0) -> float | None:
+    v = value(row, column)
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        return None
+    return float(v) * scale
+
+
+def cfg_id(obj) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def load_text(knobs: dict) -> str:
+    return ", ".join(f"{k}={v}" for k, v in knobs.items()) or "the one load"
+
+
+def parallelism(server: dict) -> dict:
+    def knob(*names):
+        return next((int(server[n]) for n in names if isinstance(server.get(n), (int, float))), 1)
+    tp = knob("tensor_parallel_size", "tp_size", "tp")
+    dp = knob("data_parallel_size", "dp_size", "dp")
+    pp = knob("pipeline_parallel_size", "pp_size", "pp")
+    ep = tp * dp if server.get("enable_expert_parallel") or server.get("enable_ep_moe") else 1
+    return {"tp": tp, "dp": dp, "pp": pp, "ep": ep}
+
+
+def accelerator(hardware: dict, par: dict) -> dict:
+    """The GPUs the server used; on a CPU run the CPU, with no accelerator counted."""
+    gpus = hardware.get("gpus") or []
+    if gpus:
+        return {"model": gpus[0].split(",")[0].strip(), "count": par["tp"] * par["dp"] * par["pp"],
+                "parallelism": par}
+    return {"model": f"CPU: {hardware.get('cpu') or 'unknown'}", "count": 0, "parallelism": par}
+
+
+def stack_component(row: dict, record: dict, label: str) -> dict:
+    identity, prov = record["identity"], record.get("provenance") or {}
+    server = identity.get("server") or {}
+    par = parallelism(server)
+    return {
+        "metadata": {"schema_version": "0.0.1", "label": label,
+                     "cfg_id": cfg_id([identity.get("engine"), identity.get("engine_version"), identity.get("model"),
+                                       server, identity.get("env"), identity.get("topology")]),
+                     "description": f"servelab server point {record['server_point']} of {record['experiment']}"},
+        "standardized": {"kind": "inference_engine", "tool": identity.get("engine") or "unknown",
+                         "tool_version": str(identity.get("engine_version") or "unknown"), "role": "replica",
+                         "replicas": 1, "model": {"name": str(identity.get("model"))},
+                         "accelerator": accelerator(identity.get("hardware") or {}, par)},
+        "native": {"args": server, "envars": {**(identity.get("env") or {}), **(prov.get("server_env") or {})},
+                   "config": {k: v for k, v in {
+                       "serve_command": prov.get("serve_command"), "topology": identity.get("topology"),
+                       "packages": prov.get("packages"), "hardware": identity.get("hardware"),
+                       "git_commit": prov.get("git_commit"), "config_hash": prov.get("config_hash"),
+                       "startup_s": number(row, "server_startup_s")}.items() if v is not None}},
+    }
+
+
+def seq_len(row: dict, knobs: dict, knob_names: tuple, total_column: str) -> dict | None:
+    """A fixed length where the client was told one, else the measured mean (distribution `other`)."""
+    for name in knob_names:
+        if isinstance(knobs.get(name), (int, float)) and not isinstance(knobs.get(name), bool):
+            spread = knobs.get("random_range_ratio") if name.startswith("random_") else None
+            if isinstance(spread, (int, float)) and 0 < spread < 1:   # vLLM's random lengths: uniform about it
+                return {"distribution": "uniform", "value": knobs[name],
+                        "min": int(knobs[name] * (1 - spread)), "max": max(int(knobs[name] * (1 + spread)), 1)}
+            return {"distribution": "fixed", "value": knobs[name]}
+    total, done = number(row, total_column), number(row, "completed")
+    if total is not None and done:
+        return {"distribution": "other", "value": total / done}
+    return None
+
+
+def load_section(row: dict, record: dict, keys: list[str]) -> dict:
+    identity, knobs = record["identity"], record["client_knobs"]
+    kind = str(identity.get("kind") or "")
+    tool = OFFLINE_TOOLS.get(kind.split(":", 1)[-1], kind) if kind.startswith("offline:") else \
+        LOAD_TOOLS.get(identity.get("engine"), f"{identity.get('engine')}-client")
+    dataset = str(identity.get("dataset") or "")
+    source = "random" if any(k.startswith("random_") for k in knobs) or dataset.startswith(("builtin:random", "random")) \
+        else "sampled" if dataset else "unknown"
+    isl = seq_len(row, knobs, ("random_input_len", "input_len", "prefix_repetition_prefix_len"), "total_input_tokens")
+    osl = seq_len(row, knobs, ("random_output_len", "output_len", "sharegpt_output_len"), "total_output_tokens")
+    standardized = {"tool": tool, "tool_version": str(identity.get("engine_version") or "unknown"), "parallelism": 1,
+                    "source": source, "stage": 0,
+                    "input_seq_len": isl or {"distribution": "other", "value": 0}}
+    if osl:
+        standardized["output_seq_len"] = osl
+    rate = number(row, "request_rate")
+    if rate is not None and rate > 0:
+        standardized["rate_qps"] = rate
+    if isinstance(knobs.get("max_concurrency"), int) and knobs["max_concurrency"] >= 1:
+        standardized["concurrency"] = knobs["max_concurrency"]
+    prov = record.get("provenance") or {}
+    return {"metadata": {"schema_version": "0.0.1", "cfg_id": cfg_id([knobs, dataset, identity.get("measurement")]),
+                         "description": f"{tool} at {load_text(knobs)}" + ("" if isl else " (input lengths unknown)")},
+            "standardized": standardized,
+            "native": {"args": knobs, "config": {k: v for k, v in {
+                "bench_args": prov.get("bench_args"), "dataset": dataset or None,
+                "measurement": identity.get("measurement"), "warmup_prompts": value(row, "warmup_prompts"),
+                "repeats": int(value(row, "repeats") or 1), "point_keys": keys}.items() if v is not None}}}
+
+
+def statistics(row: dict, prefix: str, units: str, scale: float) -> dict | None:
+    """{units, mean, p50, p90, p99} of a latency, None without its mean (the schema requires one)."""
+    found = {s: number(row, f"{prefix}_{s}_ms", scale) for s in STATS}
+    if found["mean"] is None:
+        return None
+    return {"units": units, **{s: v for s, v in found.items() if v is not None}}
+
+
+def request_performance(row: dict) -> dict | None:
+    sent = value(row, "prompts_sent")
+    completed, failed = value(row, "completed"), value(row, "failed")
+    if completed is None:
+        return None
+    requests = {"total": int(sent) if sent is not None else int(completed) + int(failed or 0)}
+    if failed is not None:
+        requests["failures"] = int(failed)
+    for column, name in (("total_input_tokens", "input_length"), ("total_output_tokens", "output_length")):
+        if (total := number(row, column)) is not None and completed:
+            requests[name] = {"units": "count", "mean": total / completed}
+    latency = {name: s for lat, (name, units) in LATENCY.items()
+               if (s := statistics(row, lat, units, 1e-3)) is not None}
+    if (mean := number(row, "latency_mean_s")) is not None:   # an offline `vllm bench latency` batch
+        latency["request_latency"] = {"units": "s", "mean": mean, **{
+            s: v for s in ("p50", "p90", "p99") if (v := number(row, f"latency_{s}_s")) is not None}}
+    throughput = {name: {"units": units, "mean": v} for column, (name, units) in THROUGHPUT.items()
+                  if (v := number(row, column)) is not None}
+    total, out = number(row, "total_token_throughput_tps"), number(row, "output_throughput_tps")
+    if total is not None and out is not None:
+        throughput["input_token_rate"] = {"units": "tokens/s", "mean": total - out}
+    aggregate = {"requests": requests, **({"latency": latency} if latency else {}),
+                 **({"throughput": throughput} if throughput else {})}
+    return {"aggregate": aggregate}
+
+
+def observability(row: dict, label: str) -> dict:
+    """The engine's counters over the point: the prefix-cache hit rate where the schema has a
+    statistic for it, every counter under `engine_counters` (observability takes keys of a
+    tool's own); how servelab judged the point under `servelab_point`."""
+    counters = {}
+    for column, units in COUNTERS.items():
+        if (v := number(row, column)) is not None:
+            name, unit = (column[:-3], "s") if units == "ms" else (column, units)
+            counters[name] = {"value": v / 1000 if units == "ms" else v, "units": unit}
+    out = {}
+    if "prefix_cache_hit_rate" in counters:
+        out["components"] = [{"component_label": label, "aggregate": {
+            "cache_hit_rate": {"units": "fraction", "mean": counters["prefix_cache_hit_rate"]["value"]}}}]
+    if counters:
+        out["engine_counters"] = {"component_label": label, **counters}
+    judged = {"valid": bool(value(row, "valid")) if value(row, "valid") is not None else None,
+              "invalid_reason": value(row, "invalid_reason"), "warnings": value(row, "warnings"),
+              "window": value(row, "window"), "repeats": int(value(row, "repeats") or 1),
+              "ci95_s": {c[:-8].replace("_ms", "_s"): v / 1000 for c in row if c.endswith("_ms_ci95")
+                         if (v := number(row, c)) is not None},
+              "steady_window": steady(row),
+              "peak_rss_gib": number(row, "peak_rss_gib"), "peak_gpu_mem_gib": number(row, "peak_gpu_mem_gib")}
+    out["servelab_point"] = {k: v for k, v in judged.items() if v not in (None, "", {})}
+    return out
+
+
+def steady(row: dict) -> dict:
+    """The held window's figures (servelab.search.steady_window), latencies in s."""
+    out = {"window_s": number(row, "steady_window_s"), "requests": number(row, "steady_requests"),
+           **{f"{lat}_{s}": number(row, f"steady_{lat}_{s}_ms", 1e-3) for lat in LATENCY for s in STATS},
+           **{c: number(row, f"steady_{c}") for c in THROUGHPUT}}
+    return {k: v for k, v in out.items() if v is not None}
+
+
+def component_health(record: dict, label: str) -> list[dict]:
+    failure = record.get("failure")
+    restarts = record["client_knobs"].get("restart")
+    replica = {"replica_id": str(record.get("session") or record["server_point"]), "healthy": failure is None}
+    if isinstance(restarts, int) and restarts >= 0:
+        replica["restarts"] = restarts
+    log = (failure or {}).get("log") or (f"store/sessions/{record['session']}/server.log" if record.get("session")
+                                         else None)
+    if log:
+        replica["logs"] = str(log)
+    return [{"component_label": label, "failed_replicas": int(failure is not None),
+             **({"total_restarts": restarts} if "restarts" in replica else {}), "replica_health": [replica]}]
+
+
+def report(row: dict, records: list[dict]) -> dict:
+    """The report of one table row (`records`: its repeats' store records, the first's facts)."""
+    record = records[0]
+    keys = [r["key"] for r in records]
+    label = f"{record['identity'].get('engine')}-{record['server_point']}"
+    failure = record.get("failure")
+    valid = value(row, "valid")
+    state = (f"FAILED ({failure['stage']}: {failure['reason']})" if failure
+             else "" if valid in (None, True) or valid == 1 else f"invalid ({value(row, 'invalid_reason')})")
+    run = {"uid": "+".join(keys), "eid": f"servelab:{record['experiment']}",
+           "description": f"{record['identity'].get('model')} [{record['experiment']}/{record['server_point']}, "
+                          f"{load_text(record['client_knobs'])}]" + (f" {state}" if state else ""),
+           "keywords": ["servelab", record["experiment"], *(["failed"] if failure else ["invalid"] if state else [])]}
+    if (duration := number(row, "duration_s")) is not None:
+        run["time"] = {"duration": f"PT{duration:.3f}S"}
+    results = {}
+    if not failure and (perf := request_performance(row)) is not None:
+        results["request_performance"] = perf
+    results["observability"] = observability(row, label)
+    results["component_health"] = component_health(record, label)
+    return {"version": VERSION, "run": run,
+            "scenario": {"stack": [stack_component(row, record, label)], "load": load_section(row, record, keys)},
+            "results": results}

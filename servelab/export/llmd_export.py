@@ -1,0 +1,141 @@
+"""`servelab export RESULTS_DIR --format llmd-0.2.1 --out DIR`: every measured point of an
+experiment (results/EXP) or of every experiment under results/ as an llm-d benchmark
+report, one JSON file a point, each validated against the 0.2.1 schema before any is written.
+
+The points are the table's rows (results/EXP/metrics.csv; rebuilt from the session views
+and the store where the table is not there yet); each row's facts come from its store
+records. A point whose record is missing, or a report the schema refuses, stops the export
+naming the file, and nothing is written: the reports appear together or not at all.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+
+from servelab.atomic import atomic_path
+from servelab.export import llmd, llmd_schema
+from servelab.serve.store import PointStore
+
+FORMATS = ("llmd-0.2.1",)
+
+
+class ExportError(RuntimeError):
+    pass
+
+
+def experiment_dirs(results_dir: Path) -> list[Path]:
+    """results/EXP itself, or each experiment under results/."""
+    if (results_dir / "sessions").is_dir() or (results_dir / "metrics.csv").is_file():
+        return [results_dir]
+    found = sorted(p for p in results_dir.iterdir() if p.is_dir() and (p / "sessions").is_dir()) \
+        if results_dir.is_dir() else []
+    if not found:
+        raise ExportError(f"{results_dir} holds no experiment's results (no sessions/ or metrics.csv, "
+                          f"nor experiments with them)")
+    return found
+
+
+def table_rows(exp_dir: Path) -> list[dict]:
+    """The experiment's table as row dicts: metrics.csv, or the table rebuilt from the views."""
+    import pandas as pd
+
+    from servelab.analysis import metrics
+
+    table_file = exp_dir / "metrics.csv"
+    if table_file.is_file():
+        try:
+            table = pd.read_csv(table_file)
+        except (ValueError, pd.errors.ParserError) as err:
+            raise ExportError(f"{table_file} is not a readable table: {err}") from err
+    else:
+        views = sorted((exp_dir / "sessions").glob("*.json"))
+        try:
+            table = metrics.table(views, exp_dir / "store")
+        except FileNotFoundError as err:
+            raise ExportError(f"{exp_dir}: a point of the session views has no raw result in the store: "
+                              f"{err.filename}") from err
+    missing = {"experiment", "server_point", "point_key"} - set(table.columns)
+    if missing:
+        raise ExportError(f"{table_file} is not a servelab table: it lacks the column(s) {sorted(missing)}")
+    return table.to_dict("records")
+
+
+def records_of(exp_dir: Path, row: dict) -> list[dict]:
+    store = PointStore(exp_dir / "store")
+    records = []
+    for key in str(row["point_key"]).split(";"):
+        if not store.has(key):
+            raise ExportError(f"{store.path(key) / 'record.json'} is missing: the table "
+                              f"{exp_dir / 'metrics.csv'} names point {key} ({row['server_point']}), "
+                              f"whose record the store lacks")
+        records.append(store.load(key))
+    return records
+
+
+def file_name(row: dict, record: dict, swept: set[str], taken: set[str]) -> str:
+    """SERVER_POINT[__KNOB=VALUE,...] of the client knobs that differ between the experiment's points."""
+    knobs = {k: v for k, v in record["client_knobs"].items() if k in swept}
+    stem = re.sub(r"[^A-Za-z0-9=._-]+", "_", f"{row['server_point']}"
+                  + (f"__{llmd.load_text(knobs)}" if knobs else "")).strip("_")[:150]
+    name, n = f"{stem}.json", 1
+    while name in taken:
+        n += 1
+        name = f"{stem}.{n}.json"
+    taken.add(name)
+    return name
+
+
+def reports(exp_dir: Path) -> dict[str, dict]:
+    """{file name: report} of every row of the experiment's table, each validated."""
+    rows = table_rows(exp_dir)
+    records = [records_of(exp_dir, row) for row in rows]
+    knobs = [r[0]["client_knobs"] for r in records]
+    swept = {k for point in knobs for k in point if any(point.get(k) != other.get(k) for other in knobs)}
+    out = {}
+    for row, records in zip(rows, records):
+        name = file_name(row, records[0], swept, set(out))
+        report = llmd.report(row, records)
+        if problems := llmd_schema.errors(report):
+            raise ExportError(f"the report of {exp_dir.name}/{row['server_point']} ({name}) breaks the llm-d "
+                              f"{llmd_schema.VERSION} schema: " + "; ".join(problems[:5]))
+        out[name] = report
+    return out
+
+
+def export(results_dir: str | Path, out: str | Path) -> dict[str, int]:
+    """Write every experiment's reports under `out` (out/EXP/*.json where several experiments
+    are exported, else out/*.json); {experiment: reports written}."""
+    results_dir, out = Path(results_dir), Path(out)
+    exp_dirs = experiment_dirs(results_dir)
+    made = {d.name: reports(d) for d in exp_dirs}   # all built and validated before any is written
+    with atomic_path(out) as tmp:
+        for exp, files in made.items():
+            folder = tmp / exp if len(exp_dirs) > 1 else tmp
+            folder.mkdir(parents=True, exist_ok=True)
+            for name, report in files.items():
+                (folder / name).write_text(json.dumps(report, indent=2, allow_nan=False) + "\n")
+    return {exp: len(files) for exp, files in made.items()}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="servelab export", description=__doc__.split("\n\n")[0])
+    parser.add_argument("results_dir", type=Path, help="results/EXP (one experiment) or results/ (each one)")
+    parser.add_argument("--format", choices=FORMATS, default=FORMATS[0])
+    parser.add_argument("--out", type=Path, required=True, help="the folder of reports (replaced whole)")
+    args = parser.parse_args(argv)
+    try:
+        written = export(args.results_dir, args.out)
+    except ExportError as err:
+        print(f"servelab export: FAILED, nothing written: {err}", file=sys.stderr)
+        return 1
+    print(f"servelab export: {sum(written.values())} report(s) in {args.out}, each valid against the llm-d "
+          f"benchmark report {llmd_schema.VERSION} schema: " + ", ".join(f"{e} {n}" for e, n in written.items()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,168 @@
+"""The llm-d benchmark report, version 0.2.1, as a JSON Schema written for servelab.
+
+Written by hand from its public definition: the pydantic models of the GitHub repository
+llm-d/llm-d-benchmark, `llmdbenchmark/analysis/benchmark_report/` (`schema_v0_2.py`,
+`schema_v0_2_1.py`, `schema_v0_2_components.py`, `base.py`), read at commit
+8bc9f1ddd873a24f1657d6cca2e0d0fb6947dd36 (2026-08-21; the 0.2.1 schema last changed in
+d61bdbc85f00a6ddde791e805fc5f1b300cd88f3). What those models enforce is enforced here:
+unknown keys refused wherever they set `extra="forbid"` (everywhere but `observability` and
+a `generic` component), the required fields, the bounds (`ge`, `gt`), the enumerations,
+and each Statistics' units as their unit validators allow them per field. Sections servelab
+never writes (time series, session performance, multi-modal payloads, pod start-up times,
+replica status, profiling) are checked as objects only.
+"""
+
+from __future__ import annotations
+
+VERSION = "0.2.1"
+SOURCE = ("llm-d/llm-d-benchmark@8bc9f1ddd873a24f1657d6cca2e0d0fb6947dd36:"
+          "llmdbenchmark/analysis/benchmark_report/schema_v0_2_1.py")
+
+# base.py: Units, and the lists of units each kind of quantity accepts
+QUANTITY = ["count", "pixels"]
+PORTION = ["percent", "fraction"]
+TIME = ["ms", "s"]
+MEMORY = ["bytes", "MB", "GB", "TB", "MiB", "GiB", "TiB"]
+GEN_LATENCY = ["ms/token", "s/token"]
+GEN_THROUGHPUT = ["tokens/s"]
+REQUEST_THROUGHPUT = ["queries/s"]
+MEDIA_THROUGHPUT = ["images/s", "videos/s", "audios/s"]
+POWER = ["Watts"]
+ALL_UNITS = sorted({*QUANTITY, *PORTION, "ratio", *TIME, *MEMORY, "Mbit/s", "Gbit/s", "Tbit/s", "GiB/s", "MB/s",
+                    "GB/s", "TB/s", *GEN_LATENCY, *GEN_THROUGHPUT, *REQUEST_THROUGHPUT, *MEDIA_THROUGHPUT, *POWER})
+
+NUMBER = {"type": "number"}
+STRING = {"type": "string"}
+OBJECT = {"type": "object"}
+DATETIME = {"type": "string", "format": "date-time"}
+PERCENTILES = ("mode", "min", "p0p1", "p1", "p5", "p10", "p25", "p50", "p75", "p90", "p95", "p99", "p99p9", "max")
+
+
+def closed(properties: dict, required: tuple = ()) -> dict:
+    """An object of exactly these keys (pydantic's extra="forbid"); None allowed where optional."""
+    props = {k: (v if k in required else {"anyOf": [v, {"type": "null"}]}) for k, v in properties.items()}
+    return {"type": "object", "properties": props, "required": list(required), "additionalProperties": False}
+
+
+def integer(minimum: int | None = None) -> dict:
+    return {"type": "integer", **({} if minimum is None else {"minimum": minimum})}
+
+
+def stats(units: list[str] = ALL_UNITS) -> dict:
+    """schema_v0_2.Statistics: units and mean required; the units those of its field."""
+    return closed({"units": {"enum": units}, "mean": NUMBER, "stddev": {"type": "number", "minimum": 0},
+                   **{p: NUMBER for p in PERCENTILES if p != "stddev"}}, required=("units", "mean"))
+
+
+def native() -> dict:
+    return closed({"args": OBJECT, "envars": OBJECT, "config": {}})
+
+
+SEQUENCE_LENGTH = closed({"distribution": {"enum": ["fixed", "gaussian", "uniform", "other"]},
+                          "value": {"type": "number", "minimum": 0}, "std_dev": {"type": "number", "minimum": 0},
+                          "min": integer(0), "max": integer(1)}, required=("distribution", "value"))
+
+GENERIC_COMPONENT = {"type": "object", "required": ["kind", "tool", "tool_version"],
+                     "properties": {"kind": {"const": "generic"}, "tool": STRING, "tool_version": STRING}}
+INFERENCE_ENGINE = closed({
+    "kind": {"const": "inference_engine"}, "tool": STRING, "tool_version": STRING,
+    "role": {"enum": ["replica", "prefill", "decode"]}, "replicas": integer(1),
+    "model": closed({"name": STRING}, required=("name",)),
+    "accelerator": closed({
+        "model": STRING, "count": integer(0),
+        "parallelism": closed({"tp": integer(0), "dp": integer(0), "dp_local": integer(0), "workers": integer(0),
+                               "ep": integer(1), "pp": integer(1)}),
+    }, required=("model", "count", "parallelism")),
+}, required=("kind", "tool", "tool_version", "role", "replicas", "model", "accelerator"))
+
+COMPONENT = closed({
+    "metadata": closed({"schema_version": STRING, "label": STRING, "cfg_id": STRING, "description": STRING},
+                       required=("label", "cfg_id")),
+    "standardized": {"oneOf": [GENERIC_COMPONENT, INFERENCE_ENGINE]},
+    "native": native(),
+}, required=("metadata", "standardized", "native"))
+
+LOAD = closed({
+    "metadata": closed({"schema_version": STRING, "cfg_id": STRING, "description": STRING}),
+    "standardized": closed({
+        "tool": STRING, "tool_version": STRING, "parallelism": integer(1),
+        "source": {"enum": ["random", "sampled", "unknown"]}, "stage": integer(0),
+        "input_seq_len": SEQUENCE_LENGTH, "output_seq_len": SEQUENCE_LENGTH,
+        "prefix": closed({"prefix_len": SEQUENCE_LENGTH, "num_groups": integer(1), "num_users_per_group": integer(1),
+                          "num_prefixes": integer(1)}, required=("prefix_len", "num_groups", "num_users_per_group",
+                                                                 "num_prefixes")),
+        "multi_turn": closed({"enabled": {"type": "boolean"}, "max_turns": SEQUENCE_LENGTH}),
+        "rate_qps": {"type": "number", "exclusiveMinimum": 0},
+        # an integer, or .inf (which JSON cannot hold: servelab leaves an unbounded concurrency out)
+        "concurrency": integer(1),
+    }, required=("tool", "tool_version", "source", "input_seq_len")),
+    "native": native(),
+}, required=("metadata", "standardized", "native"))
+
+REQUEST_PERFORMANCE = closed({
+    "aggregate": closed({
+        "requests": closed({"total": integer(0), "failures": integer(0), "incomplete": integer(0),
+                            "input_length": stats(QUANTITY), "output_length": stats(QUANTITY),
+                            "request_size": stats(MEMORY), "multimodal": OBJECT}, required=("total",)),
+        "latency": closed({"time_to_first_token": stats(TIME), "normalized_time_per_output_token": stats(GEN_LATENCY),
+                           "time_per_output_token": stats(GEN_LATENCY), "inter_token_latency": stats(GEN_LATENCY),
+                           "request_latency": stats(TIME)}),
+        "throughput": closed({"input_token_rate": stats(GEN_THROUGHPUT), "output_token_rate": stats(GEN_THROUGHPUT),
+                              "total_token_rate": stats(GEN_THROUGHPUT), "request_rate": stats(REQUEST_THROUGHPUT),
+                              **{f"{m}_rate": stats(MEDIA_THROUGHPUT) for m in ("image", "video", "audio")}}),
+    }),
+    "time_series": OBJECT,
+})
+
+RESOURCE_METRICS = closed({
+    **{k: stats(PORTION) for k in ("kv_cache_usage", "cache_hit_rate", "gpu_cache_usage", "cpu_cache_usage",
+                                   "gpu_utilization", "cpu_utilization")},
+    **{k: stats(MEMORY) for k in ("gpu_memory_usage", "cpu_memory_usage", "storage_usage")},
+    "power_consumption": stats(POWER),
+    **{k: stats(QUANTITY) for k in ("running_requests", "waiting_requests", "swapped_requests", "preemptions")},
+})
+
+OBSERVABILITY = {   # extra="allow": keys of a tool's own beside the standard ones
+    "type": "object",
+    "properties": {
+        "components": {"anyOf": [{"type": "null"}, {"type": "array", "items": closed({
+            "component_label": STRING, "replica_id": STRING, "aggregate": RESOURCE_METRICS, "time_series": OBJECT,
+            "raw_data_path": STRING, "graph_path": STRING}, required=("component_label",))}]},
+        "drop_rate": {"anyOf": [{"type": "null"}, stats(PORTION)]},
+        "pod_startup_times": {"anyOf": [{"type": "null"}, OBJECT]},
+        "replica_status": {"anyOf": [{"type": "null"}, OBJECT]},
+    },
+}
+
+COMPONENT_HEALTH = closed({
+    "component_label": STRING, "total_restarts": integer(0), "failed_replicas": integer(0),
+    "replica_health": {"type": "array", "items": closed({"replica_id": STRING, "restarts": integer(0),
+                                                         "healthy": {"type": "boolean"}, "logs": STRING},
+                                                        required=("replica_id",))},
+}, required=("component_label",))
+
+SCHEMA = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "title": f"Benchmark Report v{VERSION} (servelab's transcription of {SOURCE})",
+    **closed({
+        "version": {"const": VERSION},
+        "run": closed({
+            "uid": STRING, "eid": STRING, "cid": STRING, "pid": STRING,
+            "time": closed({"start": DATETIME, "end": DATETIME, "duration": STRING}),
+            "user": STRING, "description": STRING, "keywords": {"type": "array", "items": STRING},
+        }, required=("uid",)),
+        "scenario": closed({"stack": {"type": "array", "items": COMPONENT}, "load": LOAD}),
+        "results": closed({"request_performance": REQUEST_PERFORMANCE, "session_performance": OBJECT,
+                           "observability": OBSERVABILITY, "profiling": {},
+                           "component_health": {"type": "array", "items": COMPONENT_HEALTH}}),
+    }, required=("version", "run", "results")),
+}
+
+
+def errors(report: dict) -> list[str]:
+    """Every way `report` breaks the schema, each as `path: message` (none: it validates)."""
+    import jsonschema
+
+    validator = jsonschema.Draft202012Validator(SCHEMA)
+    return [f"{'/'.join(map(str, e.absolute_path)) or '(root)'}: {e.message}"
+            for e in sorted(validator.iter_errors(report), key=lambda e: list(map(str, e.absolute_path)))]

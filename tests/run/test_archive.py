@@ -50,7 +50,9 @@ def test_build_verify_rebuild_round_trip(project, tmp_path):
     assert {"@id": "https://w3id.org/ro/wfrun/workflow/0.5"} in graph["./"]["conformsTo"]
     assert graph["workflow/Snakefile"]["version"] == summary["commit"]
     checked = archive.verify(out, tmp_path / "check")
-    assert checked == {"checked": summary["files"], "tables": 1, "rows": 3, "figures": 1}
+    assert checked == {"checked": summary["files"], "reports": 3, "tables": 1, "rows": 3, "figures": 1}
+    # each point as an llm-d benchmark report beside the table (servelab/export/)
+    assert sum(n.startswith("results/week12/export/llmd/") and n.endswith(".json") for n in names) == 3
     rebuilt = pd.read_csv(tmp_path / "check/rebuilt/week12/metrics.csv")
     assert list(rebuilt["output_throughput_tps"]) == list(pd.read_csv(work / "results/week12/metrics.csv")[
         "output_throughput_tps"])

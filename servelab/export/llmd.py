@@ -152,14 +152,14 @@ def statistics(row: dict, prefix: str, units: str, scale: float) -> dict | None:
 def request_performance(row: dict) -> dict | None:
     sent = value(row, "prompts_sent")
     completed, failed = value(row, "completed"), value(row, "failed")
-    if completed is None:
-        return None
-    requests = {"total": int(sent) if sent is not None else int(completed) + int(failed or 0)}
-    if failed is not None:
-        requests["failures"] = int(failed)
-    for column, name in (("total_input_tokens", "input_length"), ("total_output_tokens", "output_length")):
-        if (total := number(row, column)) is not None and completed:
-            requests[name] = {"units": "count", "mean": total / completed}
+    requests = {}
+    if completed is not None:   # an offline latency batch counts no requests
+        requests["total"] = int(sent) if sent is not None else int(completed) + int(failed or 0)
+        if failed is not None:
+            requests["failures"] = int(failed)
+        for column, name in (("total_input_tokens", "input_length"), ("total_output_tokens", "output_length")):
+            if (total := number(row, column)) is not None and completed:
+                requests[name] = {"units": "count", "mean": total / completed}
     latency = {name: s for lat, (name, units) in LATENCY.items()
                if (s := statistics(row, lat, units, 1e-3)) is not None}
     if (mean := number(row, "latency_mean_s")) is not None:   # an offline `vllm bench latency` batch
@@ -170,9 +170,9 @@ def request_performance(row: dict) -> dict | None:
     total, out = number(row, "total_token_throughput_tps"), number(row, "output_throughput_tps")
     if total is not None and out is not None:
         throughput["input_token_rate"] = {"units": "tokens/s", "mean": total - out}
-    aggregate = {"requests": requests, **({"latency": latency} if latency else {}),
+    aggregate = {**({"requests": requests} if requests else {}), **({"latency": latency} if latency else {}),
                  **({"throughput": throughput} if throughput else {})}
-    return {"aggregate": aggregate}
+    return {"aggregate": aggregate} if aggregate else None
 
 
 def observability(row: dict, label: str) -> dict:

@@ -10,7 +10,7 @@ import pytest
 
 from servelab import cli
 from servelab.analysis import metrics
-from servelab.export import llmd_export, llmd_schema
+from servelab.export import llmd, llmd_export, llmd_schema
 from servelab.export.llmd_export import ExportError, export
 
 DATA = Path(__file__).parents[1] / "data"
@@ -195,3 +195,25 @@ def test_the_cli_exports_every_experiment_under_results(tmp_path, capsys):
     assert len(list((tmp_path / "all/study_phi4_path").glob("*.json"))) == 4
     with pytest.raises(ExportError, match="holds no experiment"):
         llmd_export.export(tmp_path / "all", tmp_path / "none")
+
+
+@pytest.mark.parametrize("bench_file, tool, knobs", [
+    ("vllm_bench_latency.json", "latency", {"batch_size": 8, "input_len": 32, "output_len": 16}),
+    ("vllm_bench_throughput.json", "throughput", {"num_prompts": 40, "input_len": 64, "output_len": 32}),
+])
+def test_an_offline_point_exports_what_its_benchmark_measured(bench_file, tool, knobs):
+    # a real saved `vllm bench latency|throughput` result, as an offline session's point records it
+    record = json.loads(next((WEEK12_H100 / "store").glob("*/record.json")).read_text())
+    record["identity"]["kind"], record["client_knobs"] = f"offline:{tool}", knobs
+    bench = json.loads((DATA / bench_file).read_text())
+    report = llmd.report(metrics.point_row(record, bench), [record])
+    assert llmd_schema.errors(report) == []
+    load = report["scenario"]["load"]["standardized"]
+    assert load["tool"] == f"vllm-bench-{tool}" and load["input_seq_len"] == {"distribution": "fixed", "value":
+                                                                               knobs["input_len"]}
+    aggregate = report["results"]["request_performance"]["aggregate"]
+    if tool == "latency":   # one batch's latency, in s; no requests counted
+        assert aggregate["latency"]["request_latency"]["mean"] == bench["avg_latency"] and "requests" not in aggregate
+    else:
+        assert aggregate["requests"]["total"] == bench["num_requests"]
+        assert aggregate["throughput"]["request_rate"] == {"units": "queries/s", "mean": bench["requests_per_second"]}

@@ -267,6 +267,7 @@ def test_paper_archive_round_trip_rebuilds_every_table_without_an_engine(workdir
     action = next(e for e in crate["@graph"] if e.get("@type") == "CreateAction")
     assert action["instrument"] == {"@id": "workflow/Snakefile"}
     assert {"@id": "results/week01/metrics.csv"} in action["result"]
+    assert any(n.startswith("results/week01/export/llmd/") and n.endswith(".json") for n in names)
     # another machine: the analysis packages only (vLLM, torch, transformers cannot be imported)
     code = ("import sys\n"
             "class NoEngine:\n"
@@ -282,6 +283,7 @@ def test_paper_archive_round_trip_rebuilds_every_table_without_an_engine(workdir
     assert proc.returncode == 0, proc.stderr[-3000:]
     runs = load_config(*CONFIGS)["run"]
     assert f"{len(runs)} tables" in proc.stdout and "rebuilt from the raw JSON equal the archived ones" in proc.stdout
+    assert "llm-d report(s) valid against their schema" in proc.stdout
     assert (tmp_path / "v/rebuilt/week01/ttft_vs_rate.png").stat().st_size > 10_000
     # a changed byte is caught
     extracted = tmp_path / "v/archive/results/week01/metrics.csv"
@@ -381,6 +383,29 @@ def test_the_default_ends_with_no_failed_point(workdir, first_run):
     assert (study["window"] == "steady").all() and (study["steady_window_s"] > 0).all()
     assert (study["steady_requests"] >= 10).all() and study["steady_output_throughput_tps"].gt(0).all()
     assert not study["warnings"].fillna("").str.contains("no steady state").any()
+
+
+def test_every_point_of_the_default_exports_as_a_valid_llmd_report(workdir, first_run, tmp_path):
+    """Each row of every table of the default as an llm-d benchmark report (servelab/export/):
+    every one valid against the 0.2.1 schema, its TTFT and ITL the table's (s vs ms)."""
+    from servelab.export import llmd_export, llmd_schema
+
+    written = llmd_export.export(workdir / "results", tmp_path / "llmd")
+    tables = {p.parent.name: pd.read_csv(p) for p in (workdir / "results").glob("*/metrics.csv")}
+    assert {name: written.get(name) for name in tables} == {name: len(t) for name, t in tables.items()}
+    errors, mismatched = [], []
+    for name, table in tables.items():
+        rows = {str(r["point_key"]).replace(";", "+"): r for r in table.to_dict("records")}
+        for path in (tmp_path / "llmd" / name).glob("*.json"):
+            report = json.loads(path.read_text())
+            errors += [f"{name}/{path.name}: {e}" for e in llmd_schema.errors(report)]
+            latency = report["results"].get("request_performance", {}).get("aggregate", {}).get("latency", {})
+            for lat, field in (("ttft", "time_to_first_token"), ("itl", "inter_token_latency")):
+                got, want = latency.get(field, {}).get("p50"), rows[report["run"]["uid"]].get(f"{lat}_p50_ms")
+                if got is not None and got * 1000 != pytest.approx(want, rel=1e-12):
+                    mismatched.append(f"{name}/{path.name} {lat}_p50")
+    assert errors == [] and mismatched == []
+    print(f"\nllm-d reports of the default: {sum(written.values())} in {len(written)} experiment(s), 0 invalid")
 
 
 # a study with a configuration this machine's engine refuses: suffix speculation needs

@@ -58,6 +58,9 @@ def table_rows(exp_dir: Path) -> list[dict]:
         except FileNotFoundError as err:
             raise ExportError(f"{exp_dir}: a point of the session views has no raw result in the store: "
                               f"{err.filename}") from err
+        except (OSError, ValueError, KeyError) as err:
+            raise ExportError(f"{exp_dir}: its table could not be rebuilt from the session views and the store: "
+                              f"{type(err).__name__}: {err}") from err
     missing = {"experiment", "server_point", "point_key"} - set(table.columns)
     if missing:
         raise ExportError(f"{table_file} is not a servelab table: it lacks the column(s) {sorted(missing)}")

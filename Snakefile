@@ -14,6 +14,7 @@ include: "workflow/rules/fetch.smk"
 include: "workflow/rules/serve.smk"
 include: "workflow/rules/search.smk"
 include: "workflow/rules/analysis.smk"
+include: "workflow/rules/workloads.smk"
 include: "workflow/rules/export.smk"
 
 

@@ -12,7 +12,8 @@ import hashlib
 import json
 import re
 
-from servelab.fetch import dummy_weights
+from servelab.config import workloads
+from servelab.fetch import dummy_weights, trace
 from servelab.config.experiments import (DURATION_KNOB, ENV_KNOB, all_client_points, client_points,
                                          enabled_experiments, point_model, server_points, swept_knobs)
 from servelab.engines.lm_eval_client import column_prefixes
@@ -132,6 +133,8 @@ def check(config: dict) -> None:
                                     f"dataset (its random_{knob} default wins); use random_{knob}")
         problems += duration_problems(exp, where, offline)
         needs_prompts = not offline or exp.get("tool") in ("throughput", "static_batch")
+        # a workload kind sizes its own requests (conversations x turns, groups, the trace)
+        needs_prompts = needs_prompts and not workloads.kind(config["datasets"].get(exp["dataset"], {}))
         if needs_prompts and not any("num_prompts" in p for p in all_client_points(exp)):
             problems.append(f"{where}.client: num_prompts is missing (set it in args or grid)")
         if exp.get("search"):
@@ -148,6 +151,7 @@ def check(config: dict) -> None:
                              *((k, spec[k]) for k in ("hue", "col", "size") if k in spec)]:
                 if col not in columns and not col.startswith(prefixes or ("\0",)):
                     problems.append(f"{where}.figures.{fig}.{key}: unknown column {col!r}")
+    problems += workload_problems(config)
     if problems:
         raise ConfigError("invalid config:\n  " + "\n  ".join(problems))
     problems += dummy_weights.problems(config, {
@@ -155,6 +159,20 @@ def check(config: dict) -> None:
         for name in enabled_experiments(config) if name in config["experiments"]})
     if problems:
         raise ConfigError("invalid config:\n  " + "\n  ".join(problems))
+
+
+def workload_problems(config: dict) -> list[str]:
+    """Each workload dataset (servelab.config.workloads) against the max_model_len of the
+    experiments that serve it: a turn count of 0, a shared prefix longer than the model
+    takes, a trace with a missing field or unsorted timestamps."""
+    out = []
+    for name, spec in config["datasets"].items():
+        if not workloads.kind(spec):
+            continue
+        lens = [int(k["max_model_len"]) for exp in config["experiments"].values() if exp.get("dataset") == name
+                for k in server_points(exp).values() if k.get("max_model_len")]
+        out += workloads.problems(name, spec, lens, read_trace=trace.read)
+    return out
 
 
 def duration_problems(exp: dict, where: str, offline: bool) -> list[str]:
@@ -321,5 +339,7 @@ def dataset_identity(config: dict, name: str) -> str:
         return f"{spec['url']}#sha256={spec.get('sha256')}"
     if "builtin" in spec:
         return f"builtin:{spec['builtin']}"
+    if workloads.kind(spec):
+        return workloads.identity(spec)
     return "generated:" + hashlib.sha256(json.dumps(spec["generate"], sort_keys=True).encode()).hexdigest()[:16]
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from servelab.checks import cross_checks
 from servelab.config import engine_groups
 from servelab.config import experiments as ex
+from servelab.config import workloads
 from servelab.fetch import dummy_weights
 from servelab.serve.topology import topology_gpus
 
@@ -47,7 +48,7 @@ class SessionPlan:
         for draft in dummy_weights.draft_models(config, knobs):
             inputs["draft_model"] = dummy_weights.model_dir(config, draft)
         dataset = self.dataset(exp)
-        if "builtin" not in config["datasets"][dataset]:
+        if workloads.has_file(config["datasets"][dataset]):
             inputs["dataset"] = f"{config['paths']['datasets']}/{dataset}.json"
         if "generated_task" in exp.get("eval", {}):
             inputs["eval_tasks"] = f"{config['paths']['datasets']}/lm_eval/{exp['eval']['generated_task']['name']}"
@@ -84,9 +85,11 @@ class SessionPlan:
             "tool": exp.get("tool"),
             "model_identity": cross_checks.model_identity(config, model),
             "dataset_identity": cross_checks.dataset_identity(config, dataset),
-            "dataset_name": config["datasets"][dataset].get("builtin", "sharegpt"),
+            "dataset_name": workloads.dataset_name(config["datasets"][dataset], exp["engine"]),
             "server_knobs": dummy_weights.served_knobs(config, model, ex.engine_flags(knobs)),
-            "client_points": dummy_weights.client_points(config, ex.session_points(exp, knobs)),
+            # a workload kind's knobs (multi-turn, shared prefix, trace) in each load point
+            "client_points": [workloads.with_workload(config["datasets"][dataset], exp["engine"], p) for p in
+                              dummy_weights.client_points(config, ex.session_points(exp, knobs))],
             "startup_timeout_s": engine["startup_timeout_s"],
             "env": {**engine["env"], **exp.get("server", {}).get("env", {}), **ex.point_env(knobs)},
             # what of the environment defines the measurement (engine env: machine settings)

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 
 from servelab.checks.engine_parsers import (PARSERS, LMEvalParsers, offline_parser, parse_or_message,
                                             vllm_engine_config, with_engine_version)
+from servelab.config import workloads
+from servelab.engines import aiperf_client
 from servelab.config.experiments import (all_client_points, bench_knobs, client_points, engine_flags, point_id,
                                         point_model, server_points)
 
@@ -186,10 +188,14 @@ def check_commands(config: dict, engines: list[str] | None, models: dict[str, st
                 if msg:
                     problems.append(Problem(name, sp, f"{engine.name} {role}", with_engine_version(exp["engine"], msg)))
             problems += engine_config_problems(name, sp, exp, knobs, parser=parser, models=models, profiling=profiling)
-        builtin = config["datasets"][exp["dataset"]].get("builtin")
+        data = config["datasets"][exp["dataset"]]
+        builtin, dataset = not workloads.has_file(data), workloads.dataset_name(data, exp["engine"])
         for knobs in all_client_points(exp):
+            knobs = workloads.with_workload(data, exp["engine"], knobs)
+            if aiperf_client.wanted(knobs):   # AIPerf's points: not the engine's client
+                continue
             knobs = {**bench_knobs(knobs), **({"profile": True} if profiling else {})}
-            argv = engine.client_args("MODEL", "served", 8000, builtin or "sharegpt",
+            argv = engine.client_args("MODEL", "served", 8000, dataset,
                                       dataset_path=None if builtin else "data.json", knobs=knobs, out_dir="/tmp")
             msg = parse_or_message(parser.client, argv)
             if msg:

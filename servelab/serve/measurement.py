@@ -14,7 +14,7 @@ from pathlib import Path
 
 from servelab.atomic import write_text
 from servelab.config.experiments import EVAL_KNOB, bench_knobs, sized_prompts
-from servelab.engines import commands, lm_eval_client
+from servelab.engines import aiperf_client, commands, lm_eval_client
 from servelab.serve import conditions, failure
 from servelab.serve.launch import Launch, log, server_env
 from servelab.serve.peak_memory import PeakMemory
@@ -29,13 +29,16 @@ def warm_up(launch: Launch, first: dict | None, out_dir: Path) -> dict | None:
     spec = launch.spec
     if not spec.warmup_prompts or first is None:
         return None
+    dataset = spec.dataset_name
+    if aiperf_client.wanted(first):   # AIPerf's points: the engine's client, random prompts of their shape
+        dataset, first = "random", aiperf_client.warmup_point(first)
     knobs = {**bench_knobs(first), "num_prompts": spec.warmup_prompts, "request_rate": "inf",
              "seed": int(first.get("seed") or 0) + 1}
     raw_dir = Path(launch.tmpdir) / "warmup"
     raw_dir.mkdir(exist_ok=True)
     started = time.monotonic()
     argv = launch.engine.client_args(spec.model_path, spec.served_name, launch.fleet.front.port,
-                                     spec.dataset_name, dataset_path=spec.dataset_path, knobs=knobs, out_dir=raw_dir)
+                                     dataset, dataset_path=spec.dataset_path, knobs=knobs, out_dir=raw_dir)
     try:
         launch.client.run(argv, out_dir / "warmup.log")
         result = launch.engine.read_result(raw_dir)
@@ -212,6 +215,8 @@ def drift_of(first: dict, again: dict, repeats: list[dict] = ()) -> dict:
 def run_bench(launch: Launch, knobs: dict, raw_dir: Path):
     """One load point with the engine's benchmark client; its saved result in one
     layout whatever the engine."""
+    if aiperf_client.wanted(knobs):   # multi-turn, or the two-client check: AIPerf (docs/workloads.md)
+        return aiperf_client.measure(launch, knobs, raw_dir)
     spec, engine = launch.spec, launch.engine
     # a point sized in time: as many prompts as hold its load that long here
     prompts = sized_prompts(knobs, (launch.warmup or {}).get("median_request_s"))

@@ -18,6 +18,7 @@ from servelab.serve import failure
 from servelab.config import experiments as ex
 from servelab.checks import preflight
 from servelab.config import engine_groups
+from servelab.config import workloads
 from servelab.run import timing
 from servelab.engines import zygote
 
@@ -67,6 +68,7 @@ wildcard_constraints:
 
 
 COMPARISON_OUTPUTS = ("comparisons.csv", "comparisons.png")
+TURNS_OUTPUTS = ("turns.csv", "turns.png")
 SEARCH_OUTPUTS = ("search/best.json", "search/tried.csv", "search/goodput.png", "search/frontier.png",
                   "search/pareto.png")
 
@@ -76,7 +78,9 @@ def experiment_outputs(name):
     return [f"results/{name}/metrics.csv"] + [
         f"results/{name}/{figure}.png" for figure in exp.get("figures", {})
     ] + [f"results/{name}/{out}" for out in (SEARCH_OUTPUTS if exp.get("search") else ())] + [
-        f"results/{name}/{out}" for out in (COMPARISON_OUTPUTS if ex.compares_configurations(exp) else ())]
+        f"results/{name}/{out}" for out in (COMPARISON_OUTPUTS if ex.compares_configurations(exp) else ())] + [
+        # cache reuse by turn (workflow/rules/workloads.smk)
+        f"results/{name}/{out}" for out in (TURNS_OUTPUTS if workloads.per_turn(config["datasets"][exp["dataset"]]) else ())]
 
 
 RUN_STARTED = time.time()

@@ -115,6 +115,25 @@ rule downloaded_dataset:
         "../scripts/make_dataset.py"
 
 
+rule trace_dataset:
+    # a Mooncake-style trace, checked and cropped to its window (servelab/fetch/trace.py);
+    # JSONL, whatever the name's suffix: vLLM's timed_trace reads it line by line
+    input:
+        lambda wildcards: config["datasets"][wildcards.dataset]["trace"]["file"],
+    output:
+        f"{DATASETS_DIR}/{{dataset}}.json",
+    wildcard_constraints:
+        dataset=names_regex(kind_of("datasets", "trace")),
+    params:
+        window_s=lambda wildcards: config["datasets"][wildcards.dataset]["trace"].get("window_s"),
+    log:
+        "logs/datasets/{dataset}.log",
+    localrule: True
+    run:
+        from servelab.fetch import trace
+        trace.write(trace.crop(trace.read(input[0]), params.window_s), output[0])
+
+
 rule generated_eval_task:
     # a local lm-eval task in a base task's format (no hub); its YAML holds absolute
     # paths of this machine, so it is not put in the between-workflow cache

@@ -74,26 +74,56 @@ def accelerator(hardware: dict, par: dict) -> dict:
     return {"model": f"CPU: {hardware.get('cpu') or 'unknown'}", "count": 0, "parallelism": par}
 
 
-def stack_component(row: dict, record: dict, label: str) -> dict:
+def engine_component(row: dict, record: dict, label: str, *, role: str = "replica", knobs: dict | None = None,
+                     env: dict | None = None, replicas: int = 1) -> dict:
+    """One engine server (a P/D pair's role: its knobs and environment) as a stack component."""
     identity, prov = record["identity"], record.get("provenance") or {}
-    server = identity.get("server") or {}
+    server = identity.get("server") or {} if knobs is None else knobs
     par = parallelism(server)
+    if replicas > 1:   # servers of their own, each with its share of the data parallelism
+        par["dp"] = max(par["dp"] // replicas, 1)
+    hardware = accelerator(identity.get("hardware") or {}, par)
+    hardware["count"] *= replicas
     return {
         "metadata": {"schema_version": "0.0.1", "label": label,
                      "cfg_id": cfg_id([identity.get("engine"), identity.get("engine_version"), identity.get("model"),
-                                       server, identity.get("env"), identity.get("topology")]),
-                     "description": f"servelab server point {record['server_point']} of {record['experiment']}"},
+                                       server, identity.get("env"), env]),
+                     "description": f"servelab server point {record['server_point']} of {record['experiment']}"
+                                    + ("" if role == "replica" else f", its {role} server")},
         "standardized": {"kind": "inference_engine", "tool": identity.get("engine") or "unknown",
-                         "tool_version": str(identity.get("engine_version") or "unknown"), "role": "replica",
-                         "replicas": 1, "model": {"name": str(identity.get("model"))},
-                         "accelerator": accelerator(identity.get("hardware") or {}, par)},
-        "native": {"args": server, "envars": {**(identity.get("env") or {}), **(prov.get("server_env") or {})},
+                         "tool_version": str(identity.get("engine_version") or "unknown"), "role": role,
+                         "replicas": replicas, "model": {"name": str(identity.get("model"))},
+                         "accelerator": hardware},
+        "native": {"args": server, "envars": {**(identity.get("env") or {}), **(prov.get("server_env") or {}),
+                                              **(env or {})},
                    "config": {k: v for k, v in {
-                       "serve_command": prov.get("serve_command"), "topology": identity.get("topology"),
-                       "packages": prov.get("packages"), "hardware": identity.get("hardware"),
-                       "git_commit": prov.get("git_commit"), "config_hash": prov.get("config_hash"),
+                       "serve_command": prov.get("serve_command"), "packages": prov.get("packages"),
+                       "hardware": identity.get("hardware"), "git_commit": prov.get("git_commit"),
+                       "config_hash": prov.get("config_hash"),
                        "startup_s": number(row, "server_startup_s")}.items() if v is not None}},
     }
+
+
+def stack(row: dict, record: dict, label: str) -> list[dict]:
+    """The server point's processes: one engine; SGLang's data-parallel replicas (one
+    component, its replicas counted); or a P/D pair's prefill and decode servers and their router."""
+    from servelab.serve import topology as topo
+
+    identity = record["identity"]
+    server, layout = identity.get("server") or {}, identity.get("topology")
+    if not layout or layout.get("kind") != "pd":
+        found = topo.replicas(identity.get("engine"), server)
+        return [engine_component(row, record, label, replicas=len(found[0]) if found else 1)]
+    components = [engine_component(row, record, f"{label}-{role.name}", role=role.name, knobs=role.knobs,
+                                   env=role.env) for role in topo.roles(server, layout)]
+    router = "servelab-pd-proxy" if identity.get("engine") == "vllm" else f"{identity.get('engine')}-router"
+    components.append({"metadata": {"schema_version": "0.0.1", "label": f"{label}-router",
+                                    "cfg_id": cfg_id(layout.get("router") or {}),
+                                    "description": "the router the client talks to, in front of the P/D pair"},
+                       "standardized": {"kind": "generic", "tool": router,
+                                        "tool_version": str(identity.get("engine_version") or "unknown")},
+                       "native": {"args": (layout.get("router") or {}).get("args") or {}}})
+    return components
 
 
 def seq_len(row: dict, knobs: dict, knob_names: tuple, total_column: str) -> dict | None:
@@ -227,7 +257,10 @@ def report(row: dict, records: list[dict]) -> dict:
     """The report of one table row (`records`: its repeats' store records, the first's facts)."""
     record = records[0]
     keys = [r["key"] for r in records]
-    label = f"{record['identity'].get('engine')}-{record['server_point']}"
+    components = stack(row, record, f"{record['identity'].get('engine')}-{record['server_point']}")
+    # the engine whose counters the point reports: a P/D pair's decode server (NIXL's transfers land there)
+    label = next((c["metadata"]["label"] for c in components if c["standardized"].get("role") == "decode"),
+                 components[0]["metadata"]["label"])
     failure = record.get("failure")
     valid = value(row, "valid")
     state = (f"FAILED ({failure['stage']}: {failure['reason']})" if failure
@@ -244,5 +277,5 @@ def report(row: dict, records: list[dict]) -> dict:
     results["observability"] = observability(row, label)
     results["component_health"] = component_health(record, label)
     return {"version": VERSION, "run": run,
-            "scenario": {"stack": [stack_component(row, record, label)], "load": load_section(row, record, keys)},
+            "scenario": {"stack": components, "load": load_section(row, record, keys)},
             "results": results}

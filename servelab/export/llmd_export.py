@@ -57,7 +57,7 @@ def table_rows(exp_dir: Path) -> list[dict]:
             table = metrics.table(views, exp_dir / "store")
         except FileNotFoundError as err:
             raise ExportError(f"{exp_dir}: a point of the session views has no raw result in the store: "
-                              f"{err.filename}") from err
+                              f"{err.filename or err}") from err
         except (OSError, ValueError, KeyError) as err:
             raise ExportError(f"{exp_dir}: its table could not be rebuilt from the session views and the store: "
                               f"{type(err).__name__}: {err}") from err

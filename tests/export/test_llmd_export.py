@@ -217,3 +217,39 @@ def test_an_offline_point_exports_what_its_benchmark_measured(bench_file, tool, 
     else:
         assert aggregate["requests"]["total"] == bench["num_requests"]
         assert aggregate["throughput"]["request_rate"] == {"units": "queries/s", "mean": bench["requests_per_second"]}
+
+
+def test_a_pd_pair_is_its_prefill_decode_and_router_with_the_transfers_counted(tmp_path):
+    # week 16 on two H100s: vLLM's P/D pair over NIXL behind servelab's proxy (2026-11-26)
+    run = DATA / "recorded_gpu/h100x2_20261126b/week16_run"
+    export(run, tmp_path / "llmd")
+    table = metrics.table(sorted((run / "sessions").glob("*.json")), run / "store")   # its store; no table kept
+    reports = reports_in(tmp_path / "llmd")
+    assert len(reports) == len(table) and [e for r in reports.values() for e in llmd_schema.errors(r)] == []
+    assert mismatches({n: r for n, r in reports.items()}, table) == []
+    for report in reports.values():
+        stack = report["scenario"]["stack"]
+        assert [(c["metadata"]["label"], c["standardized"].get("role"), c["standardized"]["kind"]) for c in stack] \
+            == [("vllm-base-prefill", "prefill", "inference_engine"), ("vllm-base-decode", "decode", "inference_engine"),
+                ("vllm-base-router", None, "generic")]
+        assert stack[0]["native"]["args"]["kv_transfer_config"]["kv_role"] == "kv_producer"
+        assert stack[1]["native"]["args"]["kv_transfer_config"]["kv_role"] == "kv_consumer"
+        labels = {c["metadata"]["label"] for c in stack}   # every component_label names a component
+        assert report["results"]["observability"]["engine_counters"]["component_label"] in labels
+        assert {h["component_label"] for h in report["results"]["component_health"]} <= labels
+    rows = {str(r["point_key"]): r for r in table.to_dict("records")}
+    for report in reports.values():
+        counters = report["results"]["observability"]["engine_counters"]
+        row = rows[report["run"]["uid"]]
+        assert counters["kv_transfers"] == {"value": row["kv_transfers"], "units": "count"} and row["kv_transfers"] > 0
+        assert counters["kv_transfer_mean"]["value"] == pytest.approx(row["kv_transfer_mean_ms"] / 1000)
+
+
+def test_sglangs_replicas_behind_its_router_are_counted(tmp_path):
+    run = DATA / "recorded_gpu/h100x2_20261126b/week09_dp_run"
+    export(run, tmp_path / "llmd")
+    for report in reports_in(tmp_path / "llmd").values():
+        assert llmd_schema.errors(report) == []
+        engine = report["scenario"]["stack"][0]["standardized"]
+        assert engine["tool"] == "sglang" and engine["replicas"] == 2
+        assert engine["accelerator"]["count"] == 2 and engine["accelerator"]["parallelism"]["dp"] == 1

@@ -15,7 +15,6 @@ A file of the wrong shape is refused naming the file and what it lacks.
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
 from servelab.analysis import checks
@@ -162,7 +161,3 @@ def import_file(path: str | Path, *, experiment: str, server_point: str) -> dict
             row.setdefault(f"{lat}_{stat}_ms", None)
     return {"experiment": experiment, "server_point": server_point, **row, "imported_from": str(path),
             "point_key": f"imported:{path.name}"}
-
-
-def finite(value) -> bool:
-    return isinstance(value, (int, float)) and math.isfinite(value)

@@ -33,7 +33,7 @@ def base_modules() -> set[str]:
 def test_the_root_holds_only_the_map_and_the_shared_helpers():
     loose = {p.stem for p in PACKAGE.glob("*.py")} - {"__init__"}
     assert loose == SHARED | ENTRY
-    assert set(STAGES) == {"config", "fetch", "engines", "serve", "search", "analysis", "run", "checks"}
+    assert set(STAGES) == {"config", "fetch", "engines", "serve", "search", "analysis", "export", "run", "checks"}
     for stage in STAGES:
         package = importlib.import_module(f"servelab.{stage}")
         assert package.__doc__ and len(package.__doc__.strip().splitlines()) >= 2, stage
@@ -86,7 +86,7 @@ def test_a_rule_script_imports_from_its_own_stage():
     # which stage each rule file is (workflow/rules/*.smk) and which scripts it runs
     # a search's rules are in one file: its rounds, its frontier measured again (a session) and its figures
     rule_stage = {"fetch.smk": {"fetch"}, "serve.smk": {"serve", "checks"}, "search.smk": {"search", "serve", "checks", "analysis"},
-                  "analysis.smk": {"analysis"}}
+                  "analysis.smk": {"analysis"}, "export.smk": {"export"}}
     scripts = {}
     for smk, stages in rule_stage.items():
         text = (REPO / "workflow/rules" / smk).read_text()

@@ -51,7 +51,7 @@ def read_json(path: Path) -> dict:
 def kind_of(data: dict) -> str | None:
     if all(k in data for k in VLLM_KEYS):
         return "vllm-bench"
-    if isinstance(data.get("time_to_first_token"), dict) and isinstance(data.get("request_count"), dict):
+    if isinstance(data.get("time_to_first_token"), dict) and isinstance(data.get("request_throughput"), dict):
         return "aiperf"
     return None
 
@@ -112,7 +112,7 @@ def aiperf_model(config: dict) -> str | None:
 
 
 def aiperf_row(data: dict, path: Path) -> dict:
-    for name in ("time_to_first_token", "request_count", "request_throughput"):
+    for name in ("time_to_first_token", "request_throughput"):
         if aiperf_metric(data, name, path) is None:
             raise ImportFailed(f"{path} is not AIPerf's profile_export_aiperf.json: it lacks {name}")
     row = {}
@@ -124,7 +124,13 @@ def aiperf_row(data: dict, path: Path) -> dict:
         for stat, theirs in AIPERF_STATS.items():
             if metric.get(theirs) is not None:
                 row[f"{prefix}_{stat}_ms"] = metric[theirs] * TO_MS[metric["unit"]]
+    # the requests completed: request_count, else how many records the TTFT statistic counts (schema 1.1+)
     completed = aiperf_value(data, "request_count", path)
+    if completed is None:
+        completed = aiperf_value(data, "time_to_first_token", path, "count")
+    if completed is None:
+        raise ImportFailed(f"{path}: AIPerf's result says how many requests completed nowhere (no request_count, "
+                           f"no count in time_to_first_token)")
     failed = aiperf_value(data, "error_request_count", path) or 0
     duration = aiperf_metric(data, "benchmark_duration", path)
     config = data.get("input_config") or {}
@@ -136,10 +142,11 @@ def aiperf_row(data: dict, path: Path) -> dict:
         "output_throughput_tps": aiperf_value(data, "output_token_throughput", path),
         "total_token_throughput_tps": aiperf_value(data, "total_token_throughput", path),
         "total_input_tokens": aiperf_value(data, "total_isl", path),
-        "total_output_tokens": aiperf_value(data, "total_osl", path),
+        "total_output_tokens": aiperf_value(data, "total_osl", path) or aiperf_value(data, "total_output_tokens", path),
     })
     knobs = {"num_prompts": load.get("num_prompts"), **load}
-    return {"model": aiperf_model(config), "request_rate": requested_rate(load.get("request_rate")),
+    return {"model": aiperf_model(config),   # no rate where AIPerf's file does not say the load
+            "request_rate": requested_rate(load["request_rate"]) if "request_rate" in load else None,
             **({"max_concurrency": load["max_concurrency"]} if "max_concurrency" in load else {}),
             "num_prompts": load.get("num_prompts"), **row, "window": "whole run", "repeats": 1,
             **judged(row, knobs), "imported_tool": f"aiperf {data.get('aiperf_version') or ''}".strip(),
@@ -153,8 +160,8 @@ def import_file(path: str | Path, *, experiment: str, server_point: str) -> dict
     kind = kind_of(data)
     if kind is None:
         raise ImportFailed(f"{path} is neither a `vllm bench serve --save-result` JSON (keys {list(VLLM_KEYS)}) "
-                           f"nor AIPerf's profile_export_aiperf.json (time_to_first_token, request_count, "
-                           f"request_throughput as statistics); its keys: {sorted(data)[:12]}")
+                           f"nor AIPerf's profile_export_aiperf.json (time_to_first_token and request_throughput "
+                           f"as statistics); its keys: {sorted(data)[:12]}")
     row = vllm_bench_row(data, path) if kind == "vllm-bench" else aiperf_row(data, path)
     for lat in LATENCIES:   # every column a servelab row has, empty where the tool gives none
         for stat in STATS:

@@ -46,6 +46,19 @@ def test_aiperfs_statistics_land_in_the_columns_that_mean_the_same():
     assert row["valid"] is True
 
 
+def test_a_real_aiperf_export_reads_with_its_requests_counted_by_its_records():
+    # AIPerf's own saved output of a multi-turn run (tests/data/aiperf_multiturn, issue 72's client):
+    # no request_count, no input_config in it; schema 1.4's `count` says how many requests completed
+    real = DATA / "aiperf_multiturn/profile_export_aiperf.json"
+    data = json.loads(real.read_text())
+    row = import_file(real, experiment="e", server_point="aiperf")
+    assert row["completed"] == data["time_to_first_token"]["count"] == 12 and row["failed"] == 0
+    assert row["ttft_p50_ms"] == data["time_to_first_token"]["p50"]
+    assert row["tpot_p99_ms"] == data["inter_token_latency"]["p99"] and row["itl_p99_ms"] is None
+    assert row["request_rate"] is None and row["total_output_tokens"] == 200.0
+    assert row["duration_s"] == pytest.approx(data["benchmark_duration"]["avg"])
+
+
 def test_an_earlier_aiperf_layout_and_units_are_converted(tmp_path):
     data = json.loads(AIPERF_RATE4.read_text())
     data["time_to_first_token"] = {"unit": "sec", "avg": 0.02, "p50": 0.018, "p90": 0.03, "p99": 0.05}

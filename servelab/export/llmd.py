@@ -141,17 +141,31 @@ def seq_len(row: dict, knobs: dict, knob_names: tuple, total_column: str) -> dic
     return None
 
 
+def client_tool(record: dict) -> tuple[str, str]:
+    """The load generator and its version: the offline benchmark, AIPerf (multi-turn
+    conversations), else the engine's own serving benchmark (of the engine's version)."""
+    identity, prov = record["identity"], record.get("provenance") or {}
+    kind, version = str(identity.get("kind") or ""), str(identity.get("engine_version") or "unknown")
+    command = str(prov.get("bench_args") or "").split()
+    if kind.startswith("offline:"):
+        return OFFLINE_TOOLS.get(kind.split(":", 1)[-1], kind), version
+    if command and command[0].rsplit("/", 1)[-1] == "aiperf":
+        return "aiperf", str((prov.get("packages") or {}).get("aiperf") or "unknown")
+    return LOAD_TOOLS.get(identity.get("engine"), f"{identity.get('engine')}-client"), version
+
+
 def load_section(row: dict, record: dict, keys: list[str]) -> dict:
     identity, knobs = record["identity"], record["client_knobs"]
-    kind = str(identity.get("kind") or "")
-    tool = OFFLINE_TOOLS.get(kind.split(":", 1)[-1], kind) if kind.startswith("offline:") else \
-        LOAD_TOOLS.get(identity.get("engine"), f"{identity.get('engine')}-client")
+    tool, tool_version = client_tool(record)
+    turns = knobs.get("multi_turn") if isinstance(knobs.get("multi_turn"), dict) else None
+    if turns:   # conversations: a turn's reply length, and the users at once (a turn's input holds its history)
+        knobs = {**knobs, "output_len": turns.get("output_len"), "max_concurrency": turns.get("users")}
     dataset = str(identity.get("dataset") or "")
-    source = "random" if any(k.startswith("random_") for k in knobs) or dataset.startswith(("builtin:random", "random")) \
-        else "sampled" if dataset else "unknown"
+    source = "random" if any(k.startswith("random_") for k in knobs) or turns or \
+        dataset.startswith(("builtin:random", "random")) else "sampled" if dataset else "unknown"
     isl = seq_len(row, knobs, ("random_input_len", "input_len", "prefix_repetition_prefix_len"), "total_input_tokens")
     osl = seq_len(row, knobs, ("random_output_len", "output_len", "sharegpt_output_len"), "total_output_tokens")
-    standardized = {"tool": tool, "tool_version": str(identity.get("engine_version") or "unknown"), "parallelism": 1,
+    standardized = {"tool": tool, "tool_version": tool_version, "parallelism": 1,
                     "source": source, "stage": 0,
                     "input_seq_len": isl or {"distribution": "other", "value": 0}}
     if osl:
@@ -161,11 +175,14 @@ def load_section(row: dict, record: dict, keys: list[str]) -> dict:
         standardized["rate_qps"] = rate
     if isinstance(knobs.get("max_concurrency"), int) and knobs["max_concurrency"] >= 1:
         standardized["concurrency"] = knobs["max_concurrency"]
+    if turns and isinstance(turns.get("turns"), int) and turns["turns"] >= 0:
+        standardized["multi_turn"] = {"enabled": True, "max_turns": {"distribution": "fixed", "value": turns["turns"]}}
     prov = record.get("provenance") or {}
-    return {"metadata": {"schema_version": "0.0.1", "cfg_id": cfg_id([knobs, dataset, identity.get("measurement")]),
-                         "description": f"{tool} at {load_text(knobs)}" + ("" if isl else " (input lengths unknown)")},
+    asked = record["client_knobs"]
+    return {"metadata": {"schema_version": "0.0.1", "cfg_id": cfg_id([asked, dataset, identity.get("measurement")]),
+                         "description": f"{tool} at {load_text(asked)}" + ("" if isl else " (input lengths unknown)")},
             "standardized": standardized,
-            "native": {"args": knobs, "config": {k: v for k, v in {
+            "native": {"args": asked, "config": {k: v for k, v in {
                 "bench_args": prov.get("bench_args"), "dataset": dataset or None,
                 "measurement": identity.get("measurement"), "warmup_prompts": value(row, "warmup_prompts"),
                 "repeats": int(value(row, "repeats") or 1), "point_keys": keys}.items() if v is not None}}}

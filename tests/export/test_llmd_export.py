@@ -253,3 +253,20 @@ def test_sglangs_replicas_behind_its_router_are_counted(tmp_path):
         engine = report["scenario"]["stack"][0]["standardized"]
         assert engine["tool"] == "sglang" and engine["replicas"] == 2
         assert engine["accelerator"]["count"] == 2 and engine["accelerator"]["parallelism"]["dp"] == 1
+
+
+def test_a_point_measured_by_aiperfs_conversations_names_aiperf_and_its_turns():
+    # week 1's recorded CPU row and record, as issue 72's AIPerf client records a multi-turn point
+    row = pd.read_csv(WEEK01_CPU / "metrics.csv").to_dict("records")[0]
+    record = json.loads((WEEK01_CPU / "store" / row["point_key"].split(";")[0] / "record.json").read_text())
+    record["provenance"]["bench_args"] = "/work/main/.venv-aiperf/bin/aiperf profile --endpoint-type chat --streaming"
+    record["client_knobs"] = {"multi_turn": {"conversations": 4, "turns": 3, "users": 2, "prompt_len": 128,
+                                             "output_len": 16}, "seed": 0}
+    report = llmd.report(row, [record])
+    assert llmd_schema.errors(report) == []
+    load = report["scenario"]["load"]["standardized"]
+    assert (load["tool"], load["source"], load["concurrency"]) == ("aiperf", "random", 2)
+    assert load["multi_turn"] == {"enabled": True, "max_turns": {"distribution": "fixed", "value": 3}}
+    assert load["output_seq_len"] == {"distribution": "fixed", "value": 16}
+    assert load["input_seq_len"]["distribution"] == "other"   # a turn's input holds the conversation so far
+    assert report["scenario"]["load"]["native"]["args"] == record["client_knobs"]

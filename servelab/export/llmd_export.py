@@ -102,6 +102,10 @@ def reports(exp_dir: Path) -> dict[str, dict]:
     for row, records in zip(rows, records):
         name = file_name(row, records[0], swept, set(out))
         report = llmd.report(row, records)
+        try:
+            json.dumps(report, allow_nan=False)
+        except (TypeError, ValueError) as err:   # JSON holds no NaN or infinity, nor objects of Python's
+            raise ExportError(f"the report of {exp_dir.name}/{row['server_point']} ({name}) is not JSON: {err}") from err
         if problems := llmd_schema.errors(report):
             raise ExportError(f"the report of {exp_dir.name}/{row['server_point']} ({name}) breaks the llm-d "
                               f"{llmd_schema.VERSION} schema: " + "; ".join(problems[:5]))

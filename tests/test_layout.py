@@ -9,7 +9,7 @@ from conftest import REPO
 
 PACKAGE = REPO / "servelab"
 STAGES = sorted(p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists())
-SHARED = {"atomic", "machine", "stats"}   # root modules every stage may use
+SHARED = {"atomic", "machine", "raw_result", "stats"}   # root modules every stage may use
 ENTRY = {"cli", "__main__"}   # the `servelab` command: may import every stage, imported by none
 
 

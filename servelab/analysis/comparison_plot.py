@@ -16,7 +16,7 @@ import pandas as pd  # noqa: E402
 from servelab.analysis.comparisons import METHOD, NOT_TWICE  # noqa: E402
 from servelab.atomic import atomic_path  # noqa: E402
 
-COLOURS = {"better": "tab:green", "worse": "tab:red"}
+COLOURS = {"better": "tab:green", "worse": "tab:red", "equivalent": "tab:blue"}
 LABELS = {"ttft_p50_ms": "TTFT p50", "ttft_p99_ms": "TTFT p99", "itl_p50_ms": "ITL p50", "itl_p99_ms": "ITL p99",
           "output_throughput_tps": "output throughput", "goodput_rps": "goodput"}
 
@@ -32,7 +32,7 @@ def draw(comparisons: pd.DataFrame, out: str | Path, title: str) -> None:
         y = part["diff_pct"].astype(float).fillna(0.0)
         low = (y - part["ci95_low_pct"].astype(float)).fillna(0.0)
         high = (part["ci95_high_pct"].astype(float) - y).fillna(0.0)
-        colours = [COLOURS.get(v, "tab:gray") for v in part["verdict"]]
+        colours = [COLOURS.get(str(v).split()[0], "tab:gray") for v in part["verdict"]]
         ax.bar(range(len(part)), y.to_numpy(), color=colours, yerr=[low.to_numpy(), high.to_numpy()], capsize=3)
         ax.axhline(0, color="black", linewidth=0.8)
         for i, (value, word) in enumerate(zip(y, part["verdict"])):
@@ -46,7 +46,7 @@ def draw(comparisons: pd.DataFrame, out: str | Path, title: str) -> None:
         ax.axis("off")
     baseline = comparisons["baseline"].iloc[0] if len(comparisons) else "?"
     fig.suptitle(f"{title}\nvs baseline {baseline}; bars: 95 % interval ({METHOD}); "
-                 f"grey: not distinguishable, or 'x1': measured once", fontsize=9)
+                 f"blue: equivalent within the margin; grey: undecided, or 'x1': measured once", fontsize=9)
     fig.tight_layout()
     with atomic_path(out) as tmp:
         fig.savefig(tmp, dpi=110, format="png")

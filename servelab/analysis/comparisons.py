@@ -1,7 +1,9 @@
 """Is a difference real? Each configuration of an experiment against its baseline, at each
 load point, in the headline metrics: the difference in % of the baseline with its 95 %
 interval (Welch's t on the repeats), the smallest difference the spread could have shown,
-and a verdict. Each figure is the held window's where both points held their load (the
+and a verdict that tells "equal" from "cannot tell": better or worse (the 95 % interval
+excludes 0), equivalent (the two one-sided tests at 95 %: the 90 % interval lies inside
++-margin, `equivalence_margin`), else undecided (the interval is too wide for either). Each figure is the held window's where both points held their load (the
 `steady_` columns), else the whole run's; the `window` column says which.
 
 From the table alone: a row with repeats holds each metric's mean and the half-width of
@@ -17,17 +19,20 @@ import math
 
 import pandas as pd
 
-from servelab.stats import t95, welch
+from servelab.stats import t95, welch, welch90
 
-METHOD = "Welch's t on the repeats' means, 95 % two-sided; difference in % of the baseline's mean"
+METHOD = ("Welch's t on the repeats' means, 95 % two-sided; equivalence: two one-sided tests at 95 % "
+          "(the 90 % interval inside +-margin); difference in % of the baseline's mean")
+# a difference under this fraction of the baseline counts as no difference (per experiment)
+EQUIVALENCE_MARGIN = 0.05
 # the headline metrics and which way is better
 HEADLINE = {"ttft_p50_ms": "lower", "ttft_p99_ms": "lower", "itl_p50_ms": "lower", "itl_p99_ms": "lower",
             "output_throughput_tps": "higher", "goodput_rps": "higher"}
 NOT_TWICE = "not measured twice"
-TIE = "not distinguishable"
+UNDECIDED = "undecided"
 COLUMNS = ["configuration", "baseline", "load_point", "metric", "window", "better_when", "baseline_mean", "mean",
-           "diff_pct", "ci95_low_pct", "ci95_high_pct", "detectable_pct", "repeats_baseline", "repeats",
-           "verdict", "method"]
+           "diff_pct", "ci95_low_pct", "ci95_high_pct", "ci90_low_pct", "ci90_high_pct", "margin_pct",
+           "detectable_pct", "repeats_baseline", "repeats", "verdict", "method"]
 
 
 def standard_error(row: pd.Series, metric: str) -> float | None:
@@ -38,11 +43,19 @@ def standard_error(row: pd.Series, metric: str) -> float | None:
     return float(half) / t95(n - 1)
 
 
-def verdict(low: float, high: float, better_when: str) -> str:
-    if low <= 0 <= high:
-        return TIE
-    up = low > 0
-    return "better" if up == (better_when == "higher") else "worse"
+def equivalent(margin_pct: float) -> str:
+    return f"equivalent within +-{margin_pct:g} %"
+
+
+def verdict(low: float, high: float, better_when: str, low90: float | None = None, high90: float | None = None,
+            margin_pct: float = 100 * EQUIVALENCE_MARGIN) -> str:
+    """better / worse where the 95 % interval excludes 0; equivalent where the 90 % one
+    lies inside +-margin (TOST); else undecided. Both bounds are in % of the baseline."""
+    if not low <= 0 <= high:
+        return "better" if (low > 0) == (better_when == "higher") else "worse"
+    if low90 is not None and -margin_pct <= low90 and high90 <= margin_pct:
+        return equivalent(margin_pct)
+    return UNDECIDED
 
 
 def held_column(base: pd.Series, other: pd.Series, metric: str) -> tuple[str, str]:
@@ -54,11 +67,11 @@ def held_column(base: pd.Series, other: pd.Series, metric: str) -> tuple[str, st
     return metric, "whole run"
 
 
-def compare_rows(base: pd.Series, other: pd.Series, metric: str) -> dict:
+def compare_rows(base: pd.Series, other: pd.Series, metric: str, margin: float = EQUIVALENCE_MARGIN) -> dict:
     """One metric of one configuration against the baseline at one load point."""
     better_when = HEADLINE[metric]
     column, window = held_column(base, other, metric)
-    out = {"metric": metric, "window": window, "better_when": better_when,
+    out = {"metric": metric, "window": window, "better_when": better_when, "margin_pct": 100 * margin,
            "repeats_baseline": int(base.get("repeats") or 1), "repeats": int(other.get("repeats") or 1),
            "method": METHOD}
     metric = column
@@ -72,18 +85,23 @@ def compare_rows(base: pd.Series, other: pd.Series, metric: str) -> dict:
     if se_a is None or se_b is None:
         return {**out, "verdict": NOT_TWICE}
     diff, half = welch(mean_a, se_a, out["repeats_baseline"], mean_b, se_b=se_b, n_b=out["repeats"])
+    half90 = welch90(mean_a, se_a, out["repeats_baseline"], mean_b, se_b=se_b, n_b=out["repeats"])
     low, high = 100 * (diff - half) / mean_a, 100 * (diff + half) / mean_a
-    return {**out, "ci95_low_pct": low, "ci95_high_pct": high, "detectable_pct": 100 * half / abs(mean_a),
-            "verdict": verdict(low, high, better_when)}
+    low90, high90 = 100 * (diff - half90) / mean_a, 100 * (diff + half90) / mean_a
+    return {**out, "ci95_low_pct": low, "ci95_high_pct": high, "ci90_low_pct": low90, "ci90_high_pct": high90,
+            "detectable_pct": 100 * half / abs(mean_a),
+            "verdict": verdict(low, high, better_when, low90, high90, 100 * margin)}
 
 
 def load_point(row: pd.Series, load_knobs: list[str]) -> str:
     return ", ".join(f"{k}={row[k]}" for k in load_knobs if k in row and not pd.isna(row[k])) or "the one load"
 
 
-def compare(table: pd.DataFrame, load_knobs: list[str], baseline: str | None = None) -> pd.DataFrame:
+def compare(table: pd.DataFrame, load_knobs: list[str], baseline: str | None = None,
+            margin: float = EQUIVALENCE_MARGIN) -> pd.DataFrame:
     """Every configuration (server point) against `baseline` (default: the first in the
-    table) at each load point, for each headline metric the table has."""
+    table) at each load point, for each headline metric the table has; `margin`: the
+    equivalence margin, a fraction of the baseline."""
     if table.empty or table["server_point"].nunique() < 2:
         return pd.DataFrame(columns=COLUMNS)
     configurations = list(dict.fromkeys(table["server_point"]))
@@ -101,5 +119,5 @@ def compare(table: pd.DataFrame, load_knobs: list[str], baseline: str | None = N
             continue
         for metric in metrics:
             rows.append({"configuration": other["server_point"], "baseline": baseline,
-                         "load_point": other["_load"], **compare_rows(base, other, metric)})
+                         "load_point": other["_load"], **compare_rows(base, other, metric, margin)})
     return pd.DataFrame(rows, columns=COLUMNS)

@@ -14,6 +14,7 @@ from servelab.analysis import checks
 from servelab.analysis.repeats import aggregate, group_repeats
 from servelab.analysis.roofline import theory_columns
 from servelab.config.experiments import EVAL_KNOB
+from servelab.raw_result import RAW, raw_file, read_raw
 from servelab.search import steady_window
 from servelab.engines.lm_eval_client import accuracy_columns
 from servelab.engines.server_log import STARTUP_COLUMNS, TIMELINE_PHASES, kv_blocks
@@ -83,12 +84,25 @@ def bench_row(bench: dict) -> dict:
         for stat in STATS:
             row[f"{lat}_{stat}_ms"] = bench.get(f"{stat}_{lat}_ms")
     row["prompts_sent"] = bench.get("num_prompts")
+    row.update(bound_columns(bench.get("bound")))
     row["samples_ttft"] = len(bench.get("ttfts") or [])
     row["ttft_trend"] = checks.ttft_trend(bench)
     row["samples_itl"] = sum(len(x) for x in bench.get("itls") or [])
     row["achieved_rate_rps"] = achieved_arrival_rate(bench.get("start_times") or [])
     row.update(steady_columns(steady_window.window(bench)))
     return row
+
+
+def bound_columns(bound: dict | None) -> dict:
+    """A point sized in time (servelab.engines.time_bound): what it sent, what completed in
+    its duration and in the grace period after it, what was cut; how long it sent and
+    drained. The cut requests are not failures: `failed` counts the engine's refusals only."""
+    if not bound:
+        return {}
+    return {"prompts_sent": bound["sent"], "failed": bound["failed"], "requests_in_time": bound["completed_in_time"],
+            "requests_in_grace": bound["completed_in_grace"], "requests_cut": bound["cut"],
+            "grace_s": bound["grace_s"], "send_s": bound["send_s"], "drain_s": bound["drain_s"],
+            "point_wall_s": bound["wall_s"]}
 
 
 def steady_columns(steady: dict | None) -> dict:
@@ -159,9 +173,9 @@ def conditions_columns(record: dict) -> dict:
     }
 
 
-def point_row(record: dict, bench: dict | None) -> dict:
+def point_row(record: dict, bench: dict | None, raw_name: str = RAW) -> dict:
     """One point's row; a failed point (bench None) keeps its knobs, hardware and the
-    engine's reason, with `valid` false and no measurements."""
+    engine's reason, with `valid` false and no measurements. `raw_name`: its raw file's."""
     knobs = record["client_knobs"]
     requested = requested_rate(knobs.get("request_rate"))
     server = record["identity"]["server"]
@@ -190,7 +204,7 @@ def point_row(record: dict, bench: dict | None) -> dict:
         "session": record.get("session"),
         "point_key": record["key"],
         # what a reader of a figure needs to trace a point: its raw files and exact commands
-        "raw_json": f"store/{record['key']}/bench.json" if bench is not None else None,
+        "raw_json": f"store/{record['key']}/{raw_name}" if bench is not None else None,
         "record_json": f"store/{record['key']}/record.json",
         "serve_command": (record.get("provenance") or {}).get("serve_command"),
         "bench_args": (record.get("provenance") or {}).get("bench_args"),
@@ -239,14 +253,14 @@ def table(view_files: list[str | Path], store_dir: str | Path, expected: dict[st
         check_point_set(view_file, records, None if expected is None else expected[Path(view_file).stem])
         accuracy, server_rows = {}, []
         for record in records:
-            bench = None if record.get("failure") else json.loads(
-                (Path(store_dir) / record["key"] / "bench.json").read_text())
+            bench = None if record.get("failure") else read_raw(Path(store_dir) / record["key"])
             if EVAL_KNOB in record["client_knobs"]:
                 accuracy.update(accuracy_columns(bench) if bench is not None else
                                 {"eval_invalid_reason": point_row(record, None)["invalid_reason"]})
             else:
                 point = json.dumps([record["server_point"], record["client_knobs"]], sort_keys=True, default=str)
-                server_rows.append((point, point_row(record, bench)))
+                raw = raw_file(Path(store_dir) / record["key"])
+                server_rows.append((point, point_row(record, bench, raw.name if raw else RAW)))
         rows += [{**aggregate(group), **accuracy} for group in group_repeats(server_rows)]
     df = pd.DataFrame(rows)
     return checks.low_load_ttft_warnings(df, ttft_floor_factor)

@@ -72,6 +72,14 @@ def drop_eval_figures(name: str, exp: dict) -> None:
                   f"lm-eval gives ({name}.eval is off)", file=sys.stderr)
 
 
+def repeat_rule_problems(rule: dict | None, where: str) -> list[str]:
+    """A target interval's repeats: at least two to judge a spread, its most not below its least."""
+    if not rule:
+        return []
+    least, most = rule.get("least", 3), rule.get("most", 6)
+    return [f"{where}.repeat_until: most ({most}) is below least ({least})"] if most < least else []
+
+
 def check(config: dict) -> None:
     problems = []
     for name in config.get("run") or []:
@@ -95,6 +103,7 @@ def check(config: dict) -> None:
                 problems.append(f"{where}.server.grid.model: {model!r} is not defined under models "
                                 f"(defined: {sorted(config['models'])})")
         problems += duplicates(exp, where)
+        problems += repeat_rule_problems(exp.get("repeat_until", config.get("repeat_until")), where)
         for side in ("server", "client"):
             part = exp.get(side, {})
             both = set(part.get("args", {})) & set(part.get("grid", {}))
@@ -202,6 +211,9 @@ def search_problems(exp: dict, where: str, config: dict) -> list[str]:
         problems.append(f"{where}: searches load against a server; kind must be serve")
     if exp.get("repeats", config.get("repeats", 1)) != 1:
         problems.append(f"{where}: each load step is measured once; set repeats: 1 for this experiment")
+    if exp.get("repeat_until", config.get("repeat_until")):
+        problems.append(f"{where}: each load step is measured once; set repeat_until: null for this experiment "
+                        f"(the frontier's confirm_repeats measure it again)")
     load = search["load"]
     if load["low"] >= load["high"]:
         problems.append(f"{where}.load: low ({load['low']}) must be below high ({load['high']})")

@@ -34,7 +34,7 @@ DURATION_KNOB = "duration_s"
 # fewer requests than this sent inside a point's held window: too few to judge a steady
 # state (servelab.search.steady_window)
 HELD_MIN_REQUESTS = 10
-# a closed loop sized in time never sends fewer than CLOSED_LOOP_WAVES x C + HELD_MIN_REQUESTS +
+# a closed loop sized in time is never given fewer than CLOSED_LOOP_WAVES x C + HELD_MIN_REQUESTS +
 # CLOSED_LOOP_SPARE: C sent at once, up to C more sent before the window opens (requests shorter
 # than the median end inside the ramp, half of the first wave and more where times vary), C in
 # flight at the end, and 10 between; the spare covers runs of short requests at 1 or 2 in
@@ -42,6 +42,14 @@ HELD_MIN_REQUESTS = 10
 # all hold 10 at C = 1-16 (tests/search/test_steady_window.py); 2C + 10 left 8-10 % short at C = 1
 CLOSED_LOOP_WAVES = 3
 CLOSED_LOOP_SPARE = 2
+# a point sized in time: its open-loop schedule this much longer than its duration, and a
+# closed loop this many times what the warm-up's request time says it completes (requests
+# per slot and second where the warm-up measured none); the bound cuts what is left
+DURATION_SPARE = 1.1
+CLOSED_LOOP_SPARE_X = 3
+CLOSED_LOOP_UNKNOWN_PER_S = 1
+# the most prompts a closed loop sized in time is given (the client samples them all first)
+SIZED_MOST = 20000
 # server.leave_out: the server point ids of an experiment not to run
 LEAVE_OUT = "leave_out"
 # an experiment's search section (servelab.search): space, load, slo, strategy, budget
@@ -182,20 +190,24 @@ def closed_loop_floor(concurrency: int) -> int:
 
 
 def sized_prompts(knobs: dict, request_s: float | None) -> int | None:
-    """The prompts a load point sends: enough to hold its load `duration_s` seconds on this
-    box (rate x duration; for a closed loop, max_concurrency x duration / the request time
-    the session's warm-up measured), never fewer than its configured num_prompts. A closed
-    loop also sends enough for a held window however long and however uneven its requests
-    (CLOSED_LOOP_WAVES). A point without a duration sends its num_prompts."""
+    """The prompts a load point sized in time is given: more than it can send in its
+    `duration_s`, since its client is stopped at that duration (servelab.engines.time_bound)
+    and what it was not sent is never created. An open loop's schedule runs
+    DURATION_SPARE longer than the duration (the client spreads num_prompts over
+    num_prompts / rate); a closed loop gets CLOSED_LOOP_SPARE_X times what its concurrency
+    completes in the duration at the warm-up's request time (the warm-up runs at low load,
+    so its requests are the shortest), never fewer than its floor. num_prompts is the
+    least; a point without a duration sends its num_prompts."""
     duration, floor = knobs.get(DURATION_KNOB), knobs.get("num_prompts")
     if duration is None:
         return floor
     rate = knobs.get("request_rate")
     if rate not in (None, "inf") and math.isfinite(float(rate)):
-        wanted = float(rate) * duration
+        wanted = math.ceil(float(rate) * duration * DURATION_SPARE - 1e-9) + 1
     elif knobs.get("max_concurrency"):
-        wanted = max(knobs["max_concurrency"] * duration / request_s if request_s else 0,
-                     closed_loop_floor(knobs["max_concurrency"]))
+        concurrency = knobs["max_concurrency"]
+        per_slot = duration / request_s if request_s else CLOSED_LOOP_UNKNOWN_PER_S * duration
+        wanted = max(min(CLOSED_LOOP_SPARE_X * concurrency * per_slot, SIZED_MOST), closed_loop_floor(concurrency))
     else:   # a closed loop without a concurrency: its floor
         wanted = 0
     return max(int(floor or 1), math.ceil(wanted))

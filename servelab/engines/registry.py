@@ -2,7 +2,8 @@
 
 Each engine uses its own benchmark client and its own saved JSON:
 - vLLM: `vllm bench serve`, run in-process (its import is paid once per session);
-- SGLang: `python -m sglang.bench_serving`, run as a subprocess, JSONL output.
+- SGLang: `python -m sglang.bench_serving`, run as a subprocess (through
+  servelab.engines.sglang_bench, which bounds a point sized in time), JSONL output.
 """
 
 from __future__ import annotations
@@ -144,9 +145,9 @@ class SGLangBenchClient:
 
     def run(self, argv: list[str], log: Path) -> None:
         with open(log, "a") as out:
-            out.write(f"$ python -m sglang.bench_serving {' '.join(argv)}\n")
+            out.write(f"$ python -m servelab.engines.sglang_bench {' '.join(argv)}\n")
             out.flush()
-            subprocess.run([sys.executable, "-m", "sglang.bench_serving", *argv], stdout=out,
+            subprocess.run([sys.executable, "-m", "servelab.engines.sglang_bench", *argv], stdout=out,
                            stderr=subprocess.STDOUT, check=True, env=self.env)
 
 

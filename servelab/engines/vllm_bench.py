@@ -10,7 +10,10 @@ session (overlapped with the server's start-up), not once per point.
 from __future__ import annotations
 
 import contextlib
+import json
 from pathlib import Path
+
+from servelab.engines import time_bound
 
 
 class BenchServe:
@@ -46,6 +49,20 @@ class BenchServe:
             return self.call(argv)
 
     def call(self, argv: list[str]) -> dict:
-        """Run one benchmark, its output where this process writes (a zygote's child)."""
-        return self._main(self.parse(argv))
+        """Run one benchmark, its output where this process writes (a zygote's child); one
+        sized in time (servelab.engines.time_bound) with its bound's count in the result."""
+        argv, bound = time_bound.split(argv)
+        args = self.parse(argv)
+        if bound is None:
+            return self._main(args)
+        from vllm.benchmarks import serve as client
+        from vllm.benchmarks.lib.endpoint_request_func import RequestFuncOutput
+
+        with bound.around(client, RequestFuncOutput):
+            result = self._main(args)
+        result["bound"] = bound.summary()
+        if getattr(args, "save_result", False) and args.result_filename:
+            saved = Path(args.result_dir or ".") / args.result_filename
+            saved.write_text(json.dumps({**json.loads(saved.read_text()), "bound": result["bound"]}))
+        return result
 

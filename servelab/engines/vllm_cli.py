@@ -13,7 +13,7 @@ import importlib.metadata as metadata
 import os
 import sys
 
-from servelab.engines import prestart
+from servelab.engines import prestart, time_bound
 
 _original_version = metadata.version
 
@@ -76,6 +76,11 @@ def main() -> None:
     # a pre-started server: imports, has vLLM inspect its model's class, then waits for its GPU
     model = sys.argv[2] if len(sys.argv) > 2 and sys.argv[1] == "serve" else None
     prestart.wait_for_grant(prestart.VLLM_SERVE_MODULES, model=model)
+    if sys.argv[1:3] == ["bench", "serve"] and time_bound.DURATION_FLAG in sys.argv:
+        from servelab.engines.vllm_bench import BenchServe   # a point sized in time
+
+        BenchServe().call(sys.argv[3:])
+        return
     from vllm.entrypoints.cli.main import main as vllm_main
 
     vllm_main()

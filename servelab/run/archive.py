@@ -29,6 +29,8 @@ from pathlib import Path
 
 import yaml
 
+from servelab.raw_result import RAW, RAW_PLAIN
+
 MANIFEST = "MANIFEST.sha256"
 # files of a session directory worth keeping: logs, commands, monitor timelines
 SESSION_FILES = ("*.log", "*.txt", "*.csv")
@@ -96,7 +98,7 @@ def experiment_files(results: Path, name: str) -> list[Path]:
     for view in sorted([*exp_dir.glob("sessions/*.json"), *exp_dir.glob("search/confirm/*.json")]):
         for record in json.loads(view.read_text()):
             point = exp_dir / "store" / record["key"]
-            files += [p for p in (point / "record.json", point / "bench.json") if p.is_file()]
+            files += [p for p in (point / "record.json", point / RAW, point / RAW_PLAIN) if p.is_file()]
             sessions.add((name, record.get("session")))
             if shared := record.get("shared_engine"):   # measured on another experiment's engine: its logs
                 sessions.add((shared["experiment"], shared["session"]))

@@ -6,7 +6,9 @@ goodput and its runner-up are measured again at their own goodput loads (`confir
 times in all, the search's own measurement counted as the first; a new session each, no
 new bisection). The decision between them is then Welch's t on those repeats: the higher
 wins alone only where the 95 % interval of the difference excludes zero; otherwise they
-are a tie, and the search's tie rule (the cheapest) decides.
+are a tie, and the search's tie rule (the cheapest) decides. A tie says which it is:
+equivalent within +-`tie_within` (the two one-sided tests at 95 %), or undecided (the
+repeats cannot tell: more of them, or longer points, would).
 """
 
 from __future__ import annotations
@@ -14,13 +16,14 @@ from __future__ import annotations
 import math
 import statistics
 
-from servelab.stats import welch
+from servelab.stats import welch, welch90
 from servelab.config.experiments import point_id
 from servelab.search import steady_window
 from servelab.search import slo as slo_check
 
 DEFAULT_REPEATS = 3
-METHOD = "Welch's t on the repeats' goodput (output throughput at the goodput load), 95 % two-sided"
+METHOD = ("Welch's t on the repeats' goodput (output throughput at the goodput load), 95 % two-sided; "
+          "equivalence: two one-sided tests at 95 % within +-tie_within")
 
 
 def repeats(search: dict) -> int:
@@ -55,7 +58,7 @@ def summary(values: list[float]) -> tuple[float, float | None]:
     return mean, (statistics.stdev(values) / math.sqrt(len(values)) if len(values) > 1 else None)
 
 
-def decide(entries: list[dict], measured: dict[str, dict]) -> dict:
+def decide(entries: list[dict], measured: dict[str, dict], margin: float = 0.05) -> dict:
     """The verdict between the frontier's two configurations from their repeats:
     {configs: {server point: mean, repeats, slo_met}, diff_pct (runner-up against the
     highest), ci95_pct, verdict, higher}."""
@@ -72,7 +75,12 @@ def decide(entries: list[dict], measured: dict[str, dict]) -> dict:
         return {**out, "verdict": "not measured twice", "higher": top}
     diff, half = welch(mean_a, se_a, len(measured[top]["goodput"]), mean_b, se_b=se_b, n_b=len(measured[runner]["goodput"]))
     low, high = 100 * (diff - half) / mean_a, 100 * (diff + half) / mean_a
+    half90 = welch90(mean_a, se_a, len(measured[top]["goodput"]), mean_b, se_b=se_b,
+                     n_b=len(measured[runner]["goodput"]))
+    low90, high90 = 100 * (diff - half90) / mean_a, 100 * (diff + half90) / mean_a
     distinct = not (low <= 0 <= high)
-    return {**out, "diff_pct": 100 * diff / mean_a, "ci95_pct": [low, high],
-            "verdict": "distinguishable" if distinct else "not distinguishable",
+    same = not distinct and -100 * margin <= low90 and high90 <= 100 * margin
+    return {**out, "diff_pct": 100 * diff / mean_a, "ci95_pct": [low, high], "ci90_pct": [low90, high90],
+            "verdict": "distinguishable" if distinct else
+            (f"equivalent within +-{100 * margin:g} %" if same else "undecided"),
             "higher": runner if distinct and low > 0 else top}

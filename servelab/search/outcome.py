@@ -16,6 +16,7 @@ from pathlib import Path
 from servelab.config.experiments import gpus_needed, point_id
 from servelab.search import steady_window
 from servelab.search import slo as slo_check
+from servelab.raw_result import read_raw
 
 TIE_WITHIN = 0.05   # default relative noise under which two goodputs are a tie
 RULE = ("the highest goodput wins unless others are within its noise (tie_within, widened by the "
@@ -48,8 +49,7 @@ def read_view(view_file: str | Path, store_dir: str | Path) -> list[tuple[dict, 
     """[(record, its saved benchmark result or None)] of one session view."""
     out = []
     for record in json.loads(Path(view_file).read_text()):
-        bench_file = Path(store_dir) / record["key"] / "bench.json"
-        out.append((record, None if record.get("failure") else json.loads(bench_file.read_text())))
+        out.append((record, None if record.get("failure") else read_raw(Path(store_dir) / record["key"])))
     return out
 
 

@@ -72,7 +72,7 @@ def summary(search: dict, plans: list[dict], views: list[str], store_dir: str,
     decision = None
     if confirm_views and plans and plans[-1].get("confirm"):
         measured = {Path(v).stem: confirm.samples(outcome.read_view(v, store_dir), search["slo"]) for v in confirm_views}
-        decision = confirm.decide(plans[-1]["confirm"], measured)
+        decision = confirm.decide(plans[-1]["confirm"], measured, float(search.get("tie_within", outcome.TIE_WITHIN)))
     best = outcome.best_config(rows, found, {"strategy": "coordinate", **search}, decision)
     best["stopped"] = plans[-1]["last_reason"] if plans else ""
     return rows, best

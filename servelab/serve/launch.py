@@ -185,6 +185,7 @@ class Launch:
     plan: dict | None = None   # the capacity plan it started under (servelab.fetch.capacity)
     shared_from: dict | None = None   # on another experiment's engine: its experiment, point, session
     offline_reasons: dict = field(default_factory=dict)   # runner error -> the engine's own reason
+    further: Callable[[], list] | None = None   # under repeat_until: the points still missing (session.py)
     # where the session's time went: server start-ups, warm-ups, client points (seconds), and
     # of the points' seconds, those of repeats after the first (what `repeats` costs)
     timing: dict = field(default_factory=lambda: {"startup_s": 0.0, "warmup_s": 0.0, "points_s": 0.0,
@@ -227,6 +228,7 @@ class Guest:
     launch: Launch | None = None
     done: list = field(default_factory=list)
     wall_s: float = 0.0
+    further: Callable[[], list] | None = None   # under repeat_until: its points still missing
 
 
 def guest_launch(host: Launch, guest: Guest) -> Launch:

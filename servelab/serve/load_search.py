@@ -10,7 +10,6 @@ the bisection (nothing else can be measured on it).
 
 from __future__ import annotations
 
-import json
 from typing import Callable, Iterator
 
 from servelab.search import slo as slo_check
@@ -65,7 +64,7 @@ class SearchPoints:
                     return   # the session could not store it: nothing to judge the next step by
             record = self.store.load(key)
             failure = record.get("failure")
-            bench = None if failure else json.loads((self.store.path(key) / "bench.json").read_text())
+            bench = None if failure else self.store.raw(key)
             met, _, _ = slo_check.judge(self.search["slo"], bench, failure)
             bisection.observe(load, met, fatal=bool(failure) and failure["stage"] in SERVER_STAGES)
 

@@ -1,5 +1,7 @@
 """How client points are measured against a running server: the warm-up at their shapes,
-the prefix cache reset before each, the benchmark or lm-eval client, and the drift check."""
+the warm-up at each load point's own load, the prefix cache reset before each, the
+benchmark or lm-eval client (a point sized in time bounded to its duration), and the
+drift check."""
 
 from __future__ import annotations
 
@@ -13,8 +15,9 @@ import time
 from pathlib import Path
 
 from servelab.atomic import write_text
-from servelab.config.experiments import EVAL_KNOB, bench_knobs, sized_prompts
-from servelab.engines import aiperf_client, commands, lm_eval_client
+from servelab.config.experiments import DURATION_KNOB, EVAL_KNOB, bench_knobs, sized_prompts
+from servelab.engines import aiperf_client, commands, lm_eval_client, time_bound
+from servelab.search import steady_window
 from servelab.serve import conditions, failure
 from servelab.serve.launch import Launch, log, server_env
 from servelab.serve.peak_memory import PeakMemory
@@ -118,6 +121,7 @@ def measure_points(launch: Launch, missing: list[Point], done: list[str]) -> Non
         raw_dir = Path(launch.tmpdir) / key
         raw_dir.mkdir()
         measure_point = run_eval if EVAL_KNOB in knobs else run_bench
+        at_load = warm_at_load(launch, key, knobs, identity)
         cache_reset = reset_cache(launch)
         log_sizes = [server.log.stat().st_size if server.log.exists() else 0 for server in launch.fleet.counted]
         started = time.monotonic()
@@ -137,11 +141,35 @@ def measure_points(launch: Launch, missing: list[Point], done: list[str]) -> Non
         counted = {**counters.result(), **spec_from_logs(launch, log_sizes, counters.result())}
         record = launch.record(key, identity, knobs, commands.shell_line(argv), wall_s=wall_s,
                                extra={**memory.result(), "prefix_cache_reset": cache_reset,
-                                "counters": counted, "outside": outside.result()})
+                                "counters": counted, "outside": outside.result(),
+                                **({"warmup_load": at_load} if at_load else {})})
         (raw_dir / "result.json").write_text(json.dumps(result))
         launch.store.save(key, record, {"bench.json": raw_dir / "result.json"})
         done.append(key)
         log(f"[{n}/{len(missing)}] {name}: measured in {wall_s:.1f}s")
+
+
+def warm_at_load(launch: Launch, key: str, knobs: dict, identity: dict) -> dict | None:
+    """Before a load point's first repeat: the same load for `warmup_load_s` seconds, cut at
+    its end (no grace), so that the first repeat does not pay for a cold engine at that
+    batch (allocator, graphs of a larger batch, caches). Measured, kept in the point's
+    record as `warmup_load`, in no figure."""
+    seconds = launch.spec.setting("warmup_load_s")
+    if not seconds or identity.get("repeat") or EVAL_KNOB in knobs:
+        return None
+    raw_dir = Path(launch.tmpdir) / f"warm-{key}"
+    raw_dir.mkdir(exist_ok=True)
+    started = time.monotonic()
+    try:
+        _, result = run_bench(launch, {**knobs, DURATION_KNOB: seconds}, raw_dir, grace_s=0.0)
+    except failure.PointFailed as failed:   # the point itself will say why
+        log(f"warm-up at load failed ({failed.reason}); measuring anyway")
+        return {"seconds": seconds, "failed": failed.reason}
+    finally:
+        launch.timing["warmup_s"] += time.monotonic() - started
+    held = steady_window.held(result) or {}
+    return {"seconds": seconds, **(result.get("bound") or {}), "output_throughput": held.get("output_throughput"),
+            "window": held.get("window")}
 
 
 def spec_from_logs(launch: Launch, log_sizes: list[int], counters: dict) -> dict:
@@ -178,9 +206,9 @@ def check_drift(launch: Launch, group: list[Point], done: list[str]) -> None:
         return
     finally:
         launch.timing["drift_s"] += time.monotonic() - started
-    first = json.loads((launch.store.path(key) / "bench.json").read_text())
+    first = launch.store.raw(key)
     # the same point's other repeats in this session: how far it moved by chance alone
-    repeats = [json.loads((launch.store.path(k) / "bench.json").read_text()) for k, kn in measured
+    repeats = [launch.store.raw(k) for k, kn in measured
                if kn == knobs and not launch.store.load(k).get("failure")]
     drift = {"point": launch.point_name(knobs), **drift_of(first, again, repeats)}
     write_text(launch.session_dir / "drift.json", json.dumps({"first": first, "again": again}, default=str))
@@ -212,19 +240,21 @@ def drift_of(first: dict, again: dict, repeats: list[dict] = ()) -> dict:
     return {**drift, "within_repeats": within} if within else drift
 
 
-def run_bench(launch: Launch, knobs: dict, raw_dir: Path):
+def run_bench(launch: Launch, knobs: dict, raw_dir: Path, grace_s: float | None = None):
     """One load point with the engine's benchmark client; its saved result in one
-    layout whatever the engine."""
+    layout whatever the engine. A point sized in time is given more prompts than it can
+    send and is stopped at its duration, its requests in flight cut after `grace_s`
+    (default: the session's) (servelab.engines.time_bound)."""
     if aiperf_client.wanted(knobs):   # multi-turn, or the two-client check: AIPerf (docs/workloads.md)
         return aiperf_client.measure(launch, knobs, raw_dir)
     spec, engine = launch.spec, launch.engine
-    # a point sized in time: as many prompts as hold its load that long here
     prompts = sized_prompts(knobs, (launch.warmup or {}).get("median_request_s"))
     # the torch profiler is started and stopped by the client around its run
     client_knobs = {**bench_knobs(knobs), **({"num_prompts": prompts} if prompts else {}),
                     **({"profile": True} if "torch_profile" in spec.monitors else {})}
     argv = engine.client_args(spec.model_path, spec.served_name, launch.fleet.front.port, spec.dataset_name,
                               dataset_path=spec.dataset_path, knobs=client_knobs, out_dir=raw_dir)
+    argv += time_bound.bound_args(knobs.get(DURATION_KNOB), spec.setting("grace_s") if grace_s is None else grace_s)
     bench_log = launch.session_dir / "bench.log"
     offset = bench_log.stat().st_size if bench_log.exists() else 0
     try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 
+from servelab.config.experiments import DURATION_KNOB
 from servelab.engines import environment
 from servelab.fetch import model_facts
 from servelab.run import provenance
@@ -16,7 +17,10 @@ def point_identity(spec: SessionSpec, client: dict, engine_version: str | None, 
                    *, repeat: int = 0) -> dict:
     """Everything that decides a measurement's value, and nothing incidental (ports, paths).
     Repeat k > 0 of a point is a point of its own: raising `repeats` measures only the new ones."""
-    measured_as = {"warmup_prompts": spec.warmup_prompts, "reset_prefix_cache": spec.resets_prefix_cache}
+    measured_as = {"warmup_prompts": spec.warmup_prompts, "reset_prefix_cache": spec.resets_prefix_cache,
+                   # a point sized in time: the grace its requests in flight get; a warm-up at its load
+                   **({"grace_s": spec.setting("grace_s")} if DURATION_KNOB in client else {}),
+                   **({"warmup_load_s": spec.setting("warmup_load_s")} if spec.setting("warmup_load_s") else {})}
     return {
         "engine": spec.engine,
         "engine_version": engine_version,

@@ -37,6 +37,7 @@ from servelab.serve.launch import (Fleet, Guest, Launch, guest_launch, hold_gpus
 from servelab.serve.measurement import check_drift, measure_points, warm_up
 from servelab.serve.offline_session import measure_offline
 from servelab.serve.point_identity import identified, point_identity
+from servelab.serve.session_points import session_points, still_missing
 from servelab.serve.server import ServerError, note_event, terminate_on_sigterm
 from servelab.serve.session_spec import SessionSpec
 from servelab.serve.store import Point, PointStore
@@ -51,6 +52,7 @@ def measure_guest(host: Launch, guest: Guest) -> None:
     try:
         launch.warmup = warm_up(launch, first_load(guest.missing), launch.session_dir)
         measure_points(launch, guest.missing, guest.done)
+        measure_further(launch, guest.further, guest.done)
         if guest.spec.setting("drift_check"):
             check_drift(launch, guest.missing, guest.done)
     finally:
@@ -93,6 +95,8 @@ def measure(launch: Launch, missing: list[Point], guests: list[Guest] = ()) -> N
                 with sidecars(spec, fleet, launch_dir):
                     launch.warmup = warm_up(launch, first_load(group), launch_dir)
                     measure_points(launch, group, done)
+                    if restart == 0:
+                        measure_further(launch, launch.further, done)
                     if restart == 0 and spec.setting("drift_check"):
                         check_drift(launch, group.visited if isinstance(group, SearchPoints) else group, done)
                 if restart == 0:
@@ -120,6 +124,16 @@ def measure(launch: Launch, missing: list[Point], guests: list[Guest] = ()) -> N
                 for point in guest.missing:
                     if point[0] not in guest.done:
                         guest_launch(launch, guest).save_failure(point, died)
+
+
+def measure_further(launch: Launch, further, done: list[str]) -> None:
+    """The repeats a target interval asks once the first stage is measured (repeat_rule),
+    on the same engine; `further()`: the session's points still missing."""
+    more = [p for p in further()] if further is not None else []
+    if more:
+        log(f"{len(more)} more repeat(s) for the target interval ({launch.spec.setting('repeat_until')['metric']})")
+        measure_points(launch, more, done)
+        further()   # the records of the repeats just measured say why they stopped
 
 
 def note_transient(launch: Launch, words: str, lost: int) -> None:
@@ -165,25 +179,6 @@ def sidecars(spec: SessionSpec, fleet: Fleet, out_dir: Path) -> contextlib.ExitS
     if "gpu" in spec.monitors:
         stack.enter_context(monitors.GpuMonitor(out_dir / "gpu.csv", spec.monitors["gpu"].get("interval_ms", 500)))
     return stack
-
-
-def session_points(spec: SessionSpec, store: PointStore, engine_version: str | None, hardware: dict,
-                   *, retry_failed: bool) -> tuple[list, list]:
-    """(every point, those to measure) of a session without a load search, each as
-    (store key, client knobs, identity)."""
-    points = []
-    # every point once, then every point again: a slow change spreads over all points alike
-    for repeat in range(spec.setting("repeats")):
-        for knobs in spec.client_points:
-            if repeat and EVAL_KNOB in knobs:
-                continue   # lm-eval's accuracy (greedy) needs no repeat
-            key, identity = identified(point_identity(spec, knobs, engine_version, hardware, repeat=repeat))
-            points.append(Point(key, knobs, identity))
-    missing = [p for p in points if not store.has(p[0]) or (retry_failed and store.load(p[0]).get("failure"))]
-    if any(knobs.get(RESTART_KNOB) for _, knobs, _ in missing):
-        # a warm point means only after the cold ones in the same session: measure the sequence whole
-        missing = points
-    return points, missing
 
 
 def session_timing(spec: SessionSpec, launch: Launch, wall_s: float, shared: dict | None = None) -> dict:
@@ -245,7 +240,8 @@ def run(spec: SessionSpec, view_path: str | Path, retry_failed: bool = False,
         guest_store = PointStore(guest.store_dir)
         guest_missing = session_points(guest, guest_store, engine_version, hardware, retry_failed=False)[1]
         if guest_missing:
-            hosted.append(Guest(guest, guest_store, guest_missing))
+            hosted.append(Guest(guest, guest_store, guest_missing,
+                                further=still_missing(guest, guest_store, engine_version, hardware)))
     if hosted:
         log("on the same engine: " + ", ".join(f"{g.spec.experiment}/{g.spec.server_point} "
                                                f"({len(g.missing)} point(s))" for g in hosted))
@@ -284,6 +280,7 @@ def run(spec: SessionSpec, view_path: str | Path, retry_failed: bool = False,
             launch.gate_wait_s += gated
             launch.jit_build_s += built
             launch.plan = plan.as_dict() if plan else None
+            launch.further = still_missing(spec, store, engine_version, hardware)
             if short:   # a failed row that says so; the rest of the run goes on
                 stage = "capacity plan" if plan and not plan.fits else "GPUs"
                 fail_all(launch, missing, hosted, failure.PointFailed(stage, short))
@@ -293,7 +290,8 @@ def run(spec: SessionSpec, view_path: str | Path, retry_failed: bool = False,
                 finally:
                     if gate is not None:
                         gate.release()
-            points = search.replay() if spec.load_search else points
+            points = search.replay() if spec.load_search else \
+                session_points(spec, store, engine_version, hardware, retry_failed=False)[0]
             guest_wall = 0.0
             for guest in hosted:
                 if guest.launch is not None:   # each guest's part of the time, as its own session's

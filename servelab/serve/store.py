@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from servelab.atomic import atomic_path
-
+from servelab.raw_result import RAW_PLAIN, read_raw, write_raw
 
 class Point(NamedTuple):
     """A client point of a session: its store key, its client knobs, its identity."""
@@ -28,7 +28,7 @@ def identity_hash(identity: dict) -> str:
 
 
 class PointStore:
-    """One directory per measured point: record.json (+ the raw bench JSON)."""
+    """One directory per measured point: record.json (+ the raw result, RAW)."""
 
     def __init__(self, root: str | Path):
         self.root = Path(root)
@@ -42,12 +42,19 @@ class PointStore:
     def load(self, key: str) -> dict:
         return json.loads((self.path(key) / "record.json").read_text())
 
+    def raw(self, key: str) -> dict:
+        return read_raw(self.path(key))
+
     def save(self, key: str, record: dict, raw_files: dict[str, Path]) -> dict:
-        """Move raw files in and write the record, all or nothing."""
+        """Move raw files in and write the record, all or nothing; the benchmark result
+        (`bench.json`) compact (write_raw)."""
         with atomic_path(self.path(key)) as tmp:
             tmp.mkdir(parents=True)
             for name, src in raw_files.items():
-                Path(src).replace(tmp / name)
+                if name == RAW_PLAIN:
+                    write_raw(src, tmp)
+                else:
+                    Path(src).replace(tmp / name)
             (tmp / "record.json").write_text(json.dumps(record, indent=2, sort_keys=True, default=str))
         return record
 

@@ -42,7 +42,8 @@ def test_a_clear_difference_is_better_or_worse_by_the_metrics_direction():
     assert ttft["ci95_low_pct"] == pytest.approx(100 * (diff - half) / mean_a, rel=1e-6)
     assert ttft["detectable_pct"] == pytest.approx(100 * half / mean_a, rel=1e-6)
     assert ttft["verdict"] == "better"                    # lower TTFT, interval below zero
-    assert out.loc["output_throughput_tps", "verdict"] == "not distinguishable"   # within noise
+    # within noise, and the 90 % interval inside +-5 %: equal within the margin (TOST)
+    assert out.loc["output_throughput_tps", "verdict"] == "equivalent within +-5 %"
     assert ttft["method"].startswith("Welch's t")
     # the other way round, the same difference is worse
     swapped = comparisons.compare(table, ["request_rate"], baseline="graphs").set_index("metric")
@@ -80,3 +81,23 @@ def test_which_experiments_compare_and_what_makes_their_load_points(course_confi
     assert not compares_configurations(exps["week08_search"]) if "week08_search" in exps else True
     assert load_knobs(exps["week16"]) == ["random_input_len"]
     assert load_knobs(exps["week13"]) == ["request_rate"]       # tensor_parallel_size is the server's
+
+
+def test_equal_and_unknown_read_apart():
+    """"Not distinguishable" lumped two answers: equal within a margin (the two one-sided
+    tests at 95 %: the 90 % interval inside +-margin) and cannot tell (wider than that)."""
+    base = [500.0, 505.0, 495.0]
+    tight = pd.DataFrame([row("a", 4, [1.0] * 3, base), row("b", 4, [1.0] * 3, [502.0, 507.0, 498.0])])
+    wide = pd.DataFrame([row("a", 4, [1.0] * 3, base), row("b", 4, [1.0] * 3, [400.0, 620.0, 500.0])])
+    verdict = {name: comparisons.compare(t, ["request_rate"]).set_index("metric").loc["output_throughput_tps"]
+               for name, t in (("tight", tight), ("wide", wide))}
+    assert verdict["tight"]["verdict"] == "equivalent within +-5 %"
+    assert -5 < verdict["tight"]["ci90_low_pct"] < verdict["tight"]["ci90_high_pct"] < 5
+    assert verdict["wide"]["verdict"] == comparisons.UNDECIDED
+    assert verdict["wide"]["ci95_low_pct"] < 0 < verdict["wide"]["ci95_high_pct"]
+    # the margin is the experiment's: at 0.5 % the tight pair is no longer shown equal
+    narrow = comparisons.compare(tight, ["request_rate"], margin=0.005).set_index("metric")
+    assert narrow.loc["output_throughput_tps", "verdict"] == comparisons.UNDECIDED
+    # the 90 % interval lies inside the 95 % one
+    t = verdict["tight"]
+    assert t["ci95_low_pct"] < t["ci90_low_pct"] < t["ci90_high_pct"] < t["ci95_high_pct"]

@@ -14,7 +14,7 @@ import urllib.request
 import pytest
 from conftest import REPO
 
-from servelab.engines import commands, zygote
+from servelab.engines import commands, time_bound, zygote
 from servelab.engines.registry import ENGINES
 from servelab.engines.forked_client import ForkedBenchServe
 from servelab.serve.launch import Fleet, engine_signs
@@ -82,6 +82,7 @@ def test_cpu_servers_fork_from_one_zygote_that_imported_vllm_once(tiny_model, en
                 assert result["completed"] == 4 and (tmp_path / "bench.json").exists()
                 bench_log = (tmp_path / "bench.log").read_text()
                 assert zygote.FORKED in bench_log and not TORCH_IMPORTED.findall(bench_log)
+                bounded_points_stop_at_their_duration(client, tiny_model, one.port, tmp_path)
                 # a client that fails exits with its code, as a process of its own would
                 with pytest.raises(subprocess.CalledProcessError):
                     client.run(bench_args(tiny_model, one.port, tmp_path, dataset="/no/such/dataset.json"),
@@ -96,6 +97,30 @@ def test_cpu_servers_fork_from_one_zygote_that_imported_vllm_once(tiny_model, en
     while path.exists() and time.monotonic() < deadline:
         time.sleep(0.5)
     assert not path.exists()
+
+
+def bounded_points_stop_at_their_duration(client, tiny_model, port: int, out) -> None:
+    """A point sized in time (servelab.engines.time_bound) sends for its duration from its
+    first request, then stops; its requests in flight get the grace period, then are cut.
+    A closed loop given 400 prompts and an open loop whose 400 arrivals would take 80 s, each
+    bounded to 2 s (grace 0.5 s), on the real vLLM client against the real server."""
+    for name, load in (("closed", {"request_rate": "inf", "max_concurrency": 2}), ("open", {"request_rate": 5})):
+        knobs = {"num_prompts": 400, "random_input_len": 16, "random_output_len": 16, "ignore_eos": True, **load}
+        argv = commands.vllm_bench_serve_args(str(tiny_model), "servelab-zygote", port, "random", dataset_path=None,
+                                              knobs=knobs, result_dir=str(out), result_file=f"{name}.json")
+        result = client.run(argv + time_bound.bound_args(2, 0.5), out / "bench.log")
+        bound = result["bound"]
+        print(f"\nbounded {name} loop: {bound}")
+        assert bound == json.loads((out / f"{name}.json").read_text())["bound"]   # saved with the result
+        assert 0 < bound["sent"] < 400 and bound["send_s"] <= 2.0
+        assert bound["completed_in_time"] + bound["completed_in_grace"] > 0
+        assert bound["wall_s"] <= 2.0 + 0.5 + 0.5   # cut at the grace period's end, not drained
+        assert bound["completed_in_time"] + bound["completed_in_grace"] + bound["cut"] + bound["failed"] \
+            == bound["sent"]
+        # the client's own counts: the cut requests are its failed ones, and none is a refusal
+        assert result["completed"] == bound["completed_in_time"] + bound["completed_in_grace"]
+        assert result["failed"] == bound["cut"] and bound["failed"] == 0
+        assert all(e in ("", time_bound.CUT) for e in result["errors"])
 
 
 def test_a_runs_zygotes_leave_with_it(tiny_model, env, tmp_path, monkeypatch):

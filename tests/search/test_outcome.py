@@ -191,8 +191,13 @@ def test_repeats_crown_the_higher_only_when_it_is_distinguishably_higher(tmp_pat
     # noisy repeats: a tie, the cheapest of the two (knobs nearest the start, 4) wins
     noisy = [confirm_view(tmp_path, 4, 31, [310.0, 250.0, 350.0], "n"), confirm_view(tmp_path, 1, 30, [300.0, 280.0, 320.0], "n")]
     _, best = progress.summary(search, plans, views, store, confirm_views=noisy)
-    assert best["confirmation"]["verdict"] == "not distinguishable"
+    assert best["confirmation"]["verdict"] == "undecided"   # +-20 %: cannot tell equal from not
     assert set(best["ties"]) == {"max_num_seqs=4", "max_num_seqs=1"}
+    # tight repeats 0.3 % apart: not distinguishable, and equal within the search's tie_within (5 %)
+    same = [confirm_view(tmp_path, 4, 31, [300.0, 301.0, 299.0], "e"), confirm_view(tmp_path, 1, 30, [301.0, 300.0, 301.5], "e")]
+    _, best = progress.summary(search, plans, views, store, confirm_views=same)
+    assert best["confirmation"]["verdict"] == "equivalent within +-5 %"
+    assert -5 < best["confirmation"]["ci90_pct"][0] < best["confirmation"]["ci90_pct"][1] < 5
     # the runner-up distinguishably higher over its repeats: the single measurements misled
     turned = [confirm_view(tmp_path, 4, 31, [290.0, 291.0, 289.0], "t"), confirm_view(tmp_path, 1, 30, [300.0, 301.0, 299.0], "t")]
     _, best = progress.summary(search, plans, views, store, confirm_views=turned)

@@ -128,14 +128,18 @@ def test_no_per_request_records_no_window():
 
 
 @pytest.mark.parametrize("knobs, request_s, expected", [
-    ({"num_prompts": 100, "request_rate": 50, "duration_s": 60}, None, 3000),      # rate x duration
-    ({"num_prompts": 5000, "request_rate": 50, "duration_s": 60}, None, 5000),     # the floor
-    ({"num_prompts": 10, "request_rate": "inf", "max_concurrency": 250, "duration_s": 60}, 4.0, 3750),
-    # a closed loop whose warm-up measured nothing, or whose requests are slow: its floor,
-    # 3C + 12 (C at once, up to C more before the window, C at the end, 10 + 2 between)
-    ({"num_prompts": 10, "request_rate": "inf", "max_concurrency": 250, "duration_s": 60}, None, 762),
-    ({"num_prompts": 8, "request_rate": "inf", "max_concurrency": 4, "duration_s": 2}, 1.0, 24),
-    ({"num_prompts": 8, "request_rate": "inf", "max_concurrency": 1, "duration_s": 2}, 0.5, 15),
+    # an open loop: its schedule 10 % longer than its duration (the bound stops it at the duration)
+    ({"num_prompts": 100, "request_rate": 50, "duration_s": 60}, None, 3301),
+    ({"num_prompts": 5000, "request_rate": 50, "duration_s": 60}, None, 5000),     # the least
+    # a closed loop: 3x what its slots complete at the warm-up's request time
+    ({"num_prompts": 10, "request_rate": "inf", "max_concurrency": 250, "duration_s": 60}, 4.0, 11250),
+    # a warm-up that measured nothing: 1 request a slot and second, 3x, at most 20000
+    ({"num_prompts": 10, "request_rate": "inf", "max_concurrency": 250, "duration_s": 60}, None, 20000),
+    ({"num_prompts": 10, "request_rate": "inf", "max_concurrency": 4, "duration_s": 1}, None, 24),
+    # slow requests: never fewer than the floor, 3C + 12 (C at once, up to C more before the
+    # window, C at the end, 10 + 2 between)
+    ({"num_prompts": 8, "request_rate": "inf", "max_concurrency": 4, "duration_s": 2}, 10.0, 24),
+    ({"num_prompts": 8, "request_rate": "inf", "max_concurrency": 1, "duration_s": 2}, 5.0, 15),
     ({"num_prompts": 40, "request_rate": 4}, None, 40),                            # no duration
 ])
 def test_points_sized_in_time(knobs, request_s, expected):

@@ -53,7 +53,7 @@ rule figure:
 
 
 rule comparisons:
-    # each configuration against the experiment's baseline at each load point (Welch's t)
+    # each configuration against the experiment's baseline at each load point (Welch's t, TOST)
     input:
         "results/{experiment}/metrics.csv",
     output:
@@ -62,6 +62,7 @@ rule comparisons:
     params:
         load_knobs=lambda wildcards: ex.load_knobs(EXPERIMENTS[wildcards.experiment]),
         baseline=lambda wildcards: EXPERIMENTS[wildcards.experiment].get("baseline"),
+        margin=lambda wildcards: EXPERIMENTS[wildcards.experiment].get("equivalence_margin", 0.05),
         title=lambda wildcards: EXPERIMENTS[wildcards.experiment].get("title", wildcards.experiment),
     log:
         "logs/{experiment}/comparisons.log",

@@ -11,7 +11,8 @@ from servelab.run.joblog import tee_stderr
 
 with tee_stderr(snakemake.log[0]):
     table = pd.read_csv(snakemake.input[0])
-    result = comparisons.compare(table, snakemake.params.load_knobs, snakemake.params.baseline)
+    result = comparisons.compare(table, snakemake.params.load_knobs, snakemake.params.baseline,
+                                  snakemake.params.margin)
     with atomic_path(snakemake.output.table) as tmp:
         result.to_csv(tmp, index=False)
     comparison_plot.draw(result, snakemake.output.figure, snakemake.params.title)

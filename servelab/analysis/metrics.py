@@ -217,7 +217,8 @@ def point_row(record: dict, bench: dict | None, raw_name: str = RAW) -> dict:
         row.update(theory_columns(knobs, record.get("model_size"), record["identity"]["hardware"].get("gpus") or []))
         problems, warnings = [], []
     else:
-        sent = {"num_prompts": row["prompts_sent"]} if row.get("prompts_sent") else {}   # a point sized in time
+        # a point sized in time: what it sent, less what its bound cut (not a failure of the engine's)
+        sent = {"num_prompts": row["prompts_sent"] - (row.get("requests_cut") or 0)} if row.get("prompts_sent") else {}
         problems, warnings, load_columns = checks.load_checks(row, {**knobs, **sent}, requested)
         below_floor, floors = checks.floor_checks(row, record)
         row.update(**load_columns, **floors)

@@ -84,13 +84,14 @@ class Bound:
             if self.first is None:   # the client's ready check and warm-ups, before the point
                 return await call(*args, **kwargs)
             request = kwargs.get("request_func_input", args[0] if args else None)
-            left = self.first + self.duration_s + self.grace_s - time.perf_counter()
+            started = time.perf_counter()
+            left = self.first + self.duration_s + self.grace_s - started
             try:
                 output = await asyncio.wait_for(call(*args, **kwargs), timeout=max(left, 0.0))
             except asyncio.TimeoutError:
                 self.cut += 1
                 output = output_type()
-                output.success, output.error = False, CUT
+                output.success, output.error, output.start_time = False, CUT, started
                 output.prompt_len = getattr(request, "prompt_len", 0)
                 return output
             finally:

@@ -168,7 +168,9 @@ def warm_at_load(launch: Launch, key: str, knobs: dict, identity: dict) -> dict 
     finally:
         launch.timing["warmup_s"] += time.monotonic() - started
     held = steady_window.held(result) or {}
-    return {"seconds": seconds, **(result.get("bound") or {}), "output_throughput": held.get("output_throughput"),
+    bound = result.get("bound") or {}
+    log(f"warm-up at the point's load: {seconds:g}s, {bound.get('sent')} request(s) sent")
+    return {"seconds": seconds, **bound, "output_throughput": held.get("output_throughput"),
             "window": held.get("window")}
 
 

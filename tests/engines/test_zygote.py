@@ -121,6 +121,7 @@ def bounded_points_stop_at_their_duration(client, tiny_model, port: int, out) ->
         assert result["completed"] == bound["completed_in_time"] + bound["completed_in_grace"]
         assert result["failed"] == bound["cut"] and bound["failed"] == 0
         assert all(e in ("", time_bound.CUT) for e in result["errors"])
+        assert all(t > 0 for t in result["start_times"])   # a cut request keeps its send time
 
 
 def test_a_runs_zygotes_leave_with_it(tiny_model, env, tmp_path, monkeypatch):

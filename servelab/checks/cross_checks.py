@@ -180,7 +180,7 @@ def workload_problems(config: dict) -> list[str]:
             continue
         lens = [int(k["max_model_len"]) for exp in config["experiments"].values() if exp.get("dataset") == name
                 for k in server_points(exp).values() if k.get("max_model_len")]
-        out += workloads.problems(name, spec, lens, read_trace=trace.read)
+        out += workloads.problems(name, spec, lens, read_trace=trace.read, check_trace=trace.validate)
     return out
 
 

@@ -163,19 +163,3 @@ def warmup_point(knobs: dict) -> dict:
     return {"random_input_len": int(mt.get("system_len", 0)) + int(mt["prompt_len"]),
             "random_output_len": int(mt["output_len"]), "ignore_eos": True, "seed": knobs.get("seed", 0)}
 
-
-def measure(launch, knobs: dict, raw_dir: Path):
-    """One load point through AIPerf against the session's server (measurement.run_bench's
-    counterpart): its argv and its result in vLLM's keys."""
-    from servelab.serve import failure
-
-    spec = launch.spec
-    out_dir = Path(raw_dir) / "aiperf"
-    argv = args(spec.served_name, spec.model_path, launch.fleet.front.port, knobs, str(out_dir))
-    log = launch.session_dir / "aiperf.log"
-    try:
-        run(argv, log)
-        return [executable(), "profile", *argv], result(out_dir)
-    except Exception as exc:
-        launch.fleet.check_alive("during an AIPerf point")
-        raise failure.PointFailed("aiperf", f"{type(exc).__name__}: {exc}", log) from exc

@@ -18,7 +18,7 @@ from servelab.atomic import write_text
 from servelab.config.experiments import DURATION_KNOB, EVAL_KNOB, bench_knobs, sized_prompts
 from servelab.engines import aiperf_client, commands, lm_eval_client, time_bound
 from servelab.search import steady_window
-from servelab.serve import conditions, failure
+from servelab.serve import aiperf_point, conditions, failure
 from servelab.serve.launch import Launch, log, server_env
 from servelab.serve.peak_memory import PeakMemory
 from servelab.serve.server import log_tail
@@ -248,7 +248,7 @@ def run_bench(launch: Launch, knobs: dict, raw_dir: Path, grace_s: float | None 
     send and is stopped at its duration, its requests in flight cut after `grace_s`
     (default: the session's) (servelab.engines.time_bound)."""
     if aiperf_client.wanted(knobs):   # multi-turn, or the two-client check: AIPerf (docs/workloads.md)
-        return aiperf_client.measure(launch, knobs, raw_dir)
+        return aiperf_point.measure(launch, knobs, raw_dir)
     spec, engine = launch.spec, launch.engine
     prompts = sized_prompts(knobs, (launch.warmup or {}).get("median_request_s"))
     # the torch profiler is started and stopped by the client around its run

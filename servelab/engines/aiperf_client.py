@@ -54,8 +54,8 @@ def args(served_name: str, tokenizer: str, port: int, knobs: dict, out_dir: str)
               # output tokens as the engine counted them (usage), as vLLM's client does; one worker and
               # one record processor: the engine, not the client, should have the cores
               "--use-server-token-count", "--workers-max", "1", "--record-processor-service-count", "1",
-              # servelab reads the engine's counters itself (conditions.EngineCounters)
-              "--no-server-metrics"]
+              # servelab reads the engine's counters and the GPUs itself (conditions, monitors)
+              "--no-server-metrics", "--no-gpu-telemetry"]
     if knobs.get("ignore_eos", True):
         common += ["--extra-inputs", "ignore_eos:true"]
     mt = knobs.get(MULTI_TURN_KNOB)

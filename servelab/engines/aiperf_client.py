@@ -18,6 +18,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 from servelab.config.workloads import MULTI_TURN_KNOB
@@ -35,9 +36,12 @@ def wanted(knobs: dict) -> bool:
 
 
 def executable() -> str:
-    """AIPerf's command: SERVELAB_AIPERF, else .venv-aiperf's, else PATH's."""
+    """AIPerf's command: SERVELAB_AIPERF, else the .venv-aiperf beside this checkout or beside
+    the running interpreter's venv (a test's copy of the workflow runs on the checkout's
+    .venv), else PATH's."""
+    beside_venv = Path(sys.executable).parent.parent.parent / ".venv-aiperf" / "bin" / "aiperf"
     for candidate in (os.environ.get("SERVELAB_AIPERF"), str(REPO / ".venv-aiperf" / "bin" / "aiperf"),
-                      shutil.which("aiperf")):
+                      str(beside_venv), shutil.which("aiperf")):
         if candidate and Path(candidate).exists():
             return candidate
     raise FileNotFoundError("aiperf not found: run envs/setup-local.sh (it makes .venv-aiperf), "

@@ -64,3 +64,12 @@ def test_the_turns_table_gives_cached_tokens_and_ttft_by_turn(tmp_path):
 
     turns.figure(pd.DataFrame(rows, columns=turns.COLUMNS), tmp_path / "turns.png", "multi-turn")
     assert (tmp_path / "turns.png").stat().st_size > 10_000
+
+
+def test_aiperf_is_found_beside_the_venv_that_a_copy_of_the_workflow_runs_on(monkeypatch, tmp_path):
+    import sys
+    from pathlib import Path
+
+    monkeypatch.setattr(aiperf_client, "REPO", tmp_path)   # a test's working copy has no .venv-aiperf
+    monkeypatch.delenv("SERVELAB_AIPERF", raising=False)
+    assert aiperf_client.executable() == str(Path(sys.executable).parent.parent.parent / ".venv-aiperf/bin/aiperf")

@@ -181,6 +181,10 @@ def workload_problems(config: dict) -> list[str]:
         lens = [int(k["max_model_len"]) for exp in config["experiments"].values() if exp.get("dataset") == name
                 for k in server_points(exp).values() if k.get("max_model_len")]
         out += workloads.problems(name, spec, lens, read_trace=trace.read, check_trace=trace.validate)
+        out += [f"experiments.{exp_name}.dataset: {name!r} is a trace; SGLang's client reads another trace "
+                f"layout (its mooncake mode), not wired here: engine vllm replays it (docs/workloads.md)"
+                for exp_name, exp in config["experiments"].items()
+                if exp.get("dataset") == name and workloads.kind(spec) == "trace" and exp.get("engine") == "sglang"]
     return out
 
 

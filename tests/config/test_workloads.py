@@ -78,3 +78,10 @@ def test_a_bad_trace_file_is_refused_by_name(local_config, tmp_path, edit, named
     with pytest.raises(ConfigError) as err:
         validated(local_config)
     assert f"datasets.tiny_trace.trace.file: {bad}: {named}" in str(err.value)
+
+
+def test_a_trace_replay_on_sglang_is_refused_by_name(course_config):
+    course_config["experiments"]["workload_matrix_trace"]["engine"] = "sglang"
+    with pytest.raises(ConfigError, match=r"experiments.workload_matrix_trace.dataset: 'tiny_trace' is a trace; "
+                                          r"SGLang's client reads another trace layout"):
+        validated(course_config)

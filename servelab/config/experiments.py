@@ -189,15 +189,18 @@ def closed_loop_floor(concurrency: int) -> int:
     return CLOSED_LOOP_WAVES * concurrency + HELD_MIN_REQUESTS + CLOSED_LOOP_SPARE
 
 
-def sized_prompts(knobs: dict, request_s: float | None) -> int | None:
+def sized_prompts(knobs: dict, request_s: float | None, sent_per_s: float | None = None) -> int | None:
     """The prompts a load point sized in time is given: more than it can send in its
     `duration_s`, since its client is stopped at that duration (servelab.engines.time_bound)
     and what it was not sent is never created. An open loop's schedule runs
     DURATION_SPARE longer than the duration (the client spreads num_prompts over
     num_prompts / rate); a closed loop gets CLOSED_LOOP_SPARE_X times what its concurrency
     completes in the duration at the warm-up's request time (the warm-up runs at low load,
-    so its requests are the shortest), never fewer than its floor. num_prompts is the
-    least; a point without a duration sends its num_prompts."""
+    so its requests are the shortest), never fewer than its floor; where the same load ran
+    before (its warm-up at load), DURATION_SPARE times the requests it sent a second there,
+    plus a wave (sampling prompts costs the client: 5,324 of 512 tokens took 30 s on an
+    H200's host where 768 were sent). num_prompts is the least; a point without a duration
+    sends its num_prompts."""
     duration, floor = knobs.get(DURATION_KNOB), knobs.get("num_prompts")
     if duration is None:
         return floor
@@ -207,7 +210,9 @@ def sized_prompts(knobs: dict, request_s: float | None) -> int | None:
     elif knobs.get("max_concurrency"):
         concurrency = knobs["max_concurrency"]
         per_slot = duration / request_s if request_s else CLOSED_LOOP_UNKNOWN_PER_S * duration
-        wanted = max(min(CLOSED_LOOP_SPARE_X * concurrency * per_slot, SIZED_MOST), closed_loop_floor(concurrency))
+        guess = sent_per_s * duration * DURATION_SPARE + concurrency if sent_per_s else \
+            CLOSED_LOOP_SPARE_X * concurrency * per_slot
+        wanted = max(min(guess, SIZED_MOST), closed_loop_floor(concurrency))
     else:   # a closed loop without a concurrency: its floor
         wanted = 0
     return max(int(floor or 1), math.ceil(wanted))

@@ -186,6 +186,7 @@ class Launch:
     shared_from: dict | None = None   # on another experiment's engine: its experiment, point, session
     offline_reasons: dict = field(default_factory=dict)   # runner error -> the engine's own reason
     further: Callable[[], list] | None = None   # under repeat_until: the points still missing (session.py)
+    sent_per_s: dict = field(default_factory=dict)   # point name -> requests sent a second at its warm-up at load
     # where the session's time went: server start-ups, warm-ups, client points (seconds), and
     # of the points' seconds, those of repeats after the first (what `repeats` costs)
     timing: dict = field(default_factory=lambda: {"startup_s": 0.0, "warmup_s": 0.0, "points_s": 0.0,

@@ -169,6 +169,8 @@ def warm_at_load(launch: Launch, key: str, knobs: dict, identity: dict) -> dict 
         launch.timing["warmup_s"] += time.monotonic() - started
     held = steady_window.held(result) or {}
     bound = result.get("bound") or {}
+    if bound.get("sent"):   # the repeats of this load are sized from it (sized_prompts)
+        launch.sent_per_s[launch.point_name(knobs)] = bound["sent"] / seconds
     log(f"warm-up at the point's load: {seconds:g}s, {bound.get('sent')} request(s) sent")
     return {"seconds": seconds, **bound, "output_throughput": held.get("output_throughput"),
             "window": held.get("window")}
@@ -250,7 +252,8 @@ def run_bench(launch: Launch, knobs: dict, raw_dir: Path, grace_s: float | None 
     if aiperf_client.wanted(knobs):   # multi-turn, or the two-client check: AIPerf (docs/workloads.md)
         return aiperf_point.measure(launch, knobs, raw_dir)
     spec, engine = launch.spec, launch.engine
-    prompts = sized_prompts(knobs, (launch.warmup or {}).get("median_request_s"))
+    at_load = launch.sent_per_s.get(launch.point_name(knobs))   # its warm-up at load's send rate
+    prompts = sized_prompts(knobs, (launch.warmup or {}).get("median_request_s"), at_load)
     # the torch profiler is started and stopped by the client around its run
     client_knobs = {**bench_knobs(knobs), **({"num_prompts": prompts} if prompts else {}),
                     **({"profile": True} if "torch_profile" in spec.monitors else {})}

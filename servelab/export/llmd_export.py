@@ -18,7 +18,6 @@ from pathlib import Path
 
 from servelab.atomic import atomic_path
 from servelab.export import llmd, llmd_schema
-from servelab.serve.store import PointStore
 
 FORMATS = ("llmd-0.2.1",)
 
@@ -68,14 +67,13 @@ def table_rows(exp_dir: Path) -> list[dict]:
 
 
 def records_of(exp_dir: Path, row: dict) -> list[dict]:
-    store = PointStore(exp_dir / "store")
     records = []
     for key in str(row["point_key"]).split(";"):
-        if not store.has(key):
-            raise ExportError(f"{store.path(key) / 'record.json'} is missing: the table "
-                              f"{exp_dir / 'metrics.csv'} names point {key} ({row['server_point']}), "
-                              f"whose record the store lacks")
-        records.append(store.load(key))
+        path = exp_dir / "store" / key / "record.json"
+        if not path.is_file():
+            raise ExportError(f"{path} is missing: the table {exp_dir / 'metrics.csv'} names point {key} "
+                              f"({row['server_point']}), whose record the store lacks")
+        records.append(json.loads(path.read_text()))
     return records
 
 

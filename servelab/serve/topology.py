@@ -22,38 +22,9 @@ replica's death be seen on its own.
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass, field
 
 from servelab.config.experiments import gpus_needed
-
-ROLES = ("prefill", "decode")
-ROUTER_PREFIX = "router_"
-DP_KNOBS = ("dp_size", "dp")
-
-
-@dataclass
-class Role:
-    name: str
-    knobs: dict
-    env: dict = field(default_factory=dict)
-    port: int = 0
-
-
-def roles(server_knobs: dict, topology: dict) -> list[Role]:
-    return [Role(name, {**server_knobs, **topology.get(name, {}).get("args", {})},
-                 {k: str(v) for k, v in topology.get(name, {}).get("env", {}).items()}) for name in ROLES]
-
-
-def replicas(engine: str, knobs: dict) -> tuple[list[Role], dict] | None:
-    """The data-parallel replicas and router args of an SGLang point with router_* knobs;
-    None for any other point."""
-    if engine != "sglang" or not any(k.startswith(ROUTER_PREFIX) for k in knobs):
-        return None
-    count = next((int(knobs[k]) for k in DP_KNOBS if knobs.get(k) is not None), 1)
-    worker = {k: v for k, v in knobs.items() if not k.startswith(ROUTER_PREFIX) and k not in DP_KNOBS}
-    router = {k[len(ROUTER_PREFIX):]: v for k, v in knobs.items() if k.startswith(ROUTER_PREFIX)}
-    return [Role(f"replica{i}", dict(worker)) for i in range(count)], router
-
+from servelab.config.topology_roles import Role, replicas, roles  # noqa: F401 (roles, replicas: its users')
 
 def fleet_roles(engine: str, knobs: dict, topology: dict | None, free_port) -> tuple[list[Role], int, list[str]] | None:
     """The engine servers of a multi-process point (ports assigned), the router's port and

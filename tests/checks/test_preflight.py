@@ -124,7 +124,7 @@ def test_every_overlay_the_preflight_suggests_is_a_valid_config():
     lacking = {"sglang", "sglang_router", "lm_eval", "lmcache", "nixl", "arctic_inference"}
     lines = preflight.missing(course, names, has=lambda module, env: module not in lacking)
     overlays = {line.split(":")[0] for line in lines if "with an overlay `" in line}
-    assert overlays == {"week12", "study_phi4"}      # a section; named configurations
+    assert overlays == {"week12", "study_phi4", "week15_multiturn"}      # a section; named configurations
     for line in lines:
         config = copy.deepcopy(course)
         name = line.split(":")[0]

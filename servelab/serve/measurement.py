@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from servelab.atomic import write_text
-from servelab.config.experiments import DURATION_KNOB, EVAL_KNOB, bench_knobs, sized_prompts
+from servelab.config.experiments import DURATION_KNOB, EVAL_KNOB, bench_knobs, closed_loop_floor, sized_prompts
 from servelab.engines import aiperf_client, commands, lm_eval_client, time_bound
 from servelab.search import steady_window
 from servelab.serve import aiperf_point, conditions, failure
@@ -259,7 +259,10 @@ def run_bench(launch: Launch, knobs: dict, raw_dir: Path, grace_s: float | None 
                     **({"profile": True} if "torch_profile" in spec.monitors else {})}
     argv = engine.client_args(spec.model_path, spec.served_name, launch.fleet.front.port, spec.dataset_name,
                               dataset_path=spec.dataset_path, knobs=client_knobs, out_dir=raw_dir)
-    argv += time_bound.bound_args(knobs.get(DURATION_KNOB), spec.setting("grace_s") if grace_s is None else grace_s)
+    # a closed loop sends at least its floor (too few leave no held window to judge)
+    least = closed_loop_floor(knobs["max_concurrency"]) if knobs.get("max_concurrency") and grace_s is None else 0
+    argv += time_bound.bound_args(knobs.get(DURATION_KNOB), spec.setting("grace_s") if grace_s is None else grace_s,
+                                  least)
     bench_log = launch.session_dir / "bench.log"
     offset = bench_log.stat().st_size if bench_log.exists() else 0
     try:

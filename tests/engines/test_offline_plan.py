@@ -9,6 +9,8 @@ import os
 
 import pytest
 
+from servelab.raw_result import read_raw
+
 from servelab.engines import offline_plan
 from servelab.engines.offline_plan import EngineCache, read_status, run_plan
 
@@ -106,7 +108,7 @@ def test_offline_session_stores_each_point_and_a_refused_one_as_data(tiny_model,
     assert all("failure" not in r for r in measured)
     assert [r["offline_runner"]["engine_reused"] for r in measured] == [False, True]
     for r in measured:   # vLLM's own result of each point
-        result = json.loads((tmp_path / "store" / r["key"] / "bench.json").read_text())
+        result = read_raw(tmp_path / "store" / r["key"])
         assert len(result["latencies"]) == 2 and result["avg_latency"] > 0
         assert r["outside"]["outside_cpu_cores"] >= 0 and r["outside"]["machine_cores"] == os.cpu_count()
     assert refused["failure"]["stage"] == "latency benchmark"

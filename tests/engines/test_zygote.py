@@ -122,6 +122,15 @@ def bounded_points_stop_at_their_duration(client, tiny_model, port: int, out) ->
         assert result["failed"] == bound["cut"] and bound["failed"] == 0
         assert all(e in ("", time_bound.CUT) for e in result["errors"])
         assert all(t > 0 for t in result["start_times"])   # a cut request keeps its send time
+    # a closed loop's floor (`least`) is sent even where the duration ends first, and said
+    knobs = {"num_prompts": 40, "random_input_len": 16, "random_output_len": 16, "ignore_eos": True,
+             "request_rate": "inf", "max_concurrency": 2}
+    argv = commands.vllm_bench_serve_args(str(tiny_model), "servelab-zygote", port, "random", dataset_path=None,
+                                          knobs=knobs, result_dir=str(out), result_file="least.json")
+    bound = client.run(argv + time_bound.bound_args(0.2, 0.5, least=8), out / "bench.log")["bound"]
+    print(f"bounded closed loop with a floor of 8: {bound}")
+    assert bound["least"] == 8 and bound["sent"] >= 8 and bound["send_s"] > 0.2
+    assert bound["completed_in_time"] >= 6 and bound["cut"] <= 2
 
 
 def test_a_runs_zygotes_leave_with_it(tiny_model, env, tmp_path, monkeypatch):

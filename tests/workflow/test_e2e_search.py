@@ -12,6 +12,8 @@ import sys
 import pandas as pd
 import pytest
 
+from servelab.raw_result import read_raw
+
 from conftest import FIRST_RUN_CONFIGS as CONFIGS
 from conftest import commit_workdir, load_config, make_workdir, snakemake, with_overlay
 
@@ -73,7 +75,7 @@ def test_a_search_launches_configurations_in_rounds_bisects_the_load_and_resumes
         for r in records:
             load = r["client_knobs"]["max_concurrency"]
             assert load == bisection.next_load(), (sp, [x["client_knobs"]["max_concurrency"] for x in records])
-            bench = None if r.get("failure") else json.loads((exp / "store" / r["key"] / "bench.json").read_text())
+            bench = None if r.get("failure") else read_raw(exp / "store" / r["key"])
             bisection.observe(load, slo_check.judge(search["slo"], bench, r.get("failure"))[0])
         assert bisection.next_load() is None    # the session measured the whole bisection
     tried = pd.read_csv(exp / "search/tried.csv")

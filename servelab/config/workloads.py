@@ -122,6 +122,17 @@ def problems(name: str, spec: dict, max_model_lens: list[int], read_trace=None, 
     return out
 
 
+def rooted_traces(config: dict, root) -> None:
+    """A trace file named relative to the project (resources/traces/...) found from another
+    working directory (`snakemake -d DIR`): made absolute where only the project holds it."""
+    from pathlib import Path
+
+    for spec in (config.get("datasets") or {}).values():
+        file = (spec.get("trace") or {}).get("file") if isinstance(spec, dict) else None
+        if file and not Path(file).is_absolute() and not Path(file).exists() and (Path(root) / file).exists():
+            spec["trace"]["file"] = str(Path(root) / file)
+
+
 def per_turn(spec: dict) -> bool:
     """Whether a workload's requests have turns (a turns table and figure)."""
     return kind(spec) in ("multi_turn", "trace")

@@ -23,6 +23,7 @@ from servelab.run import timing
 from servelab.engines import zygote
 
 cross_checks.drop_nulled_sections(config)
+workloads.rooted_traces(config, Path(workflow.main_snakefile).parent)
 validate(config, "../../config/schema.yaml")
 cross_checks.check(config)
 # run_what_fits: what this box cannot run leaves the config here, one line each

@@ -13,10 +13,15 @@ T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8:
        10: 2.228, 11: 2.201, 12: 2.179, 13: 2.160, 14: 2.145, 15: 2.131, 16: 2.120, 17: 2.110,
        18: 2.101, 19: 2.093, 20: 2.086, 25: 2.060, 30: 2.042}
 
-def t95(dof: int) -> float:
+def quantile(table: dict[int, float], normal: float, dof: int) -> float:
+    """A tabled t quantile at `dof` (the nearest tabled dof below; the normal's from 60)."""
     if dof >= 30:
-        return T95[30] if dof < 60 else 1.96
-    return T95.get(dof) or T95[max(k for k in T95 if k <= dof)]
+        return table[30] if dof < 60 else normal
+    return table.get(dof) or table[max(k for k in table if k <= dof)]
+
+
+def t95(dof: int) -> float:
+    return quantile(T95, 1.96, dof)
 
 
 def mean_ci95(values: list[float]) -> tuple[float, float | None]:
@@ -49,9 +54,7 @@ T90 = {1: 6.314, 2: 2.920, 3: 2.353, 4: 2.132, 5: 2.015, 6: 1.943, 7: 1.895, 8: 
 
 
 def t90(dof: int) -> float:
-    if dof >= 30:
-        return T90[30] if dof < 60 else 1.645
-    return T90.get(dof) or T90[max(k for k in T90 if k <= dof)]
+    return quantile(T90, 1.645, dof)
 
 
 def stein_repeats(first: list[float], within: float, most: int) -> tuple[int, float]:

@@ -13,6 +13,20 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 
 
+def validated(config: dict) -> dict:
+    """As the workflow takes a config: nulled sections dropped, the schema, the cross-checks."""
+    import copy
+
+    from snakemake.utils import validate
+
+    from servelab.checks.cross_checks import check, drop_nulled_sections
+
+    config = drop_nulled_sections(copy.deepcopy(config))
+    validate(config, str(REPO / "config/schema.yaml"))
+    check(config)
+    return config
+
+
 def load_config(*names: str, base: Path = REPO) -> dict:
     """config/config.yaml overlaid with the given overlays (paths relative to `base`,
     a checkout or a test's working copy), as Snakemake merges them."""

@@ -11,15 +11,7 @@ from servelab.checks.cross_checks import ConfigError, check
 
 SCHEMA = str(REPO / "config/schema.yaml")
 
-
-def validated(config):
-    """As the workflow takes a config: nulled sections dropped, the schema, the cross-checks."""
-    from servelab.checks.cross_checks import drop_nulled_sections
-
-    config = drop_nulled_sections(copy.deepcopy(config))
-    validate(config, SCHEMA)
-    check(config)
-    return config
+from conftest import validated  # noqa: E402
 
 
 def test_shipped_configs_are_valid(course_config, local_config):

@@ -1,25 +1,18 @@
 """Workload kinds in the config (servelab.config.workloads): what each sends, and bad input
 refused by name before any job (the schema, then the cross-checks)."""
-import copy
 import json
 
 import pytest
 from snakemake.exceptions import WorkflowError
-from snakemake.utils import validate
 
-from servelab.checks.cross_checks import ConfigError, check, drop_nulled_sections
+from servelab.checks.cross_checks import ConfigError
 from servelab.checks.session_plan import SessionPlan
 from servelab.config import workloads
 from tests.conftest import REPO
 
 SCHEMA = str(REPO / "config/schema.yaml")
 
-
-def validated(config):
-    config = drop_nulled_sections(copy.deepcopy(config))
-    validate(config, SCHEMA)
-    check(config)
-    return config
+from tests.conftest import validated  # noqa: E402
 
 
 def test_each_kind_reaches_its_client_in_every_load_point(local_config, course_config):

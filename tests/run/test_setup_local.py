@@ -12,7 +12,7 @@ ROOT = Path(__file__).parents[2]
 
 def _copy_of_setup(tmp_path):
     (tmp_path / "envs").mkdir()
-    for name in ("envs/setup-local.sh", "envs/local-cpu.txt", "pyproject.toml"):
+    for name in ("envs/setup-local.sh", "envs/local-cpu.txt", "envs/aiperf.txt", "pyproject.toml"):
         shutil.copy(ROOT / name, tmp_path / name)
     return tmp_path
 
@@ -36,6 +36,11 @@ def test_an_installed_venv_is_not_held_to_the_space_a_fresh_one_needs(tmp_path):
     stamp = subprocess.run("cat envs/local-cpu.txt pyproject.toml envs/setup-local.sh | sha256sum",
                            shell=True, cwd=repo, capture_output=True, text=True).stdout.split()[0]
     (repo / ".venv/.servelab-installed").write_text(stamp + "\n")
+    # and AIPerf's own install target, stamped as installed too
+    (repo / ".venv-aiperf").mkdir()
+    aiperf = subprocess.run("sha256sum envs/aiperf.txt", shell=True, cwd=repo, capture_output=True,
+                            text=True).stdout.split()[0]
+    (repo / ".venv-aiperf/.servelab-installed").write_text(aiperf + "\n")
     proc = subprocess.run(["bash", "envs/setup-local.sh"], cwd=repo, capture_output=True, text=True,
                           env={**os.environ, "SERVELAB_SETUP_NEED_GIB": "1000000"}, timeout=120)
     assert proc.returncode == 0, proc.stderr

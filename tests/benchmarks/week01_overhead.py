@@ -16,6 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from conftest import make_workdir, snakemake  # noqa: E402
+from servelab.raw_result import read_raw
 
 
 def measure(workdir: Path, label: str) -> float:
@@ -24,8 +25,7 @@ def measure(workdir: Path, label: str) -> float:
     wall = time.monotonic() - started
     records = [json.loads(p.read_text()) for p in (workdir / "results/week01/store").glob("*/record.json")]
     startup = {r["session"]: r["server_startup_s"] for r in records}
-    durations = [json.loads((p.parent / "bench.json").read_text())["duration"]
-                 for p in (workdir / "results/week01/store").glob("*/record.json")]
+    durations = [read_raw(p.parent)["duration"] for p in (workdir / "results/week01/store").glob("*/bench.json*")]
     floor = sum(startup.values()) + sum(durations)
     ratio = wall / floor
     print(f"{label:>10}: wall {wall:6.1f}s | server start-up {sum(startup.values()):5.1f}s "

@@ -18,6 +18,7 @@ import pytest
 import yaml
 
 from conftest import make_workdir, snakemake
+from servelab.raw_result import read_raw
 
 pytestmark = pytest.mark.e2e
 
@@ -65,7 +66,7 @@ def single_node_run(tmp_path_factory):
 def devices_of(work: Path, experiment: str) -> list[str]:
     (view,) = json.loads((work / f"results/{experiment}/sessions/base.json").read_text())
     assert "failure" not in view, view
-    assert json.loads((work / f"results/{experiment}/store/{view['key']}/bench.json").read_text())["completed"] == 6
+    assert read_raw(work / f"results/{experiment}/store/{view['key']}")["completed"] == 6
     return view["provenance"]["job_env"]["CUDA_VISIBLE_DEVICES"].split(",")
 
 

@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from conftest import REPO, make_workdir, snakemake
+from servelab.raw_result import read_raw
 
 pytestmark = pytest.mark.slurm
 SLURM_BINARIES = ("slurmctld", "slurmd", "munged", "sbatch", "squeue", "scontrol")
@@ -133,7 +134,7 @@ def test_server_job_received_its_gpu_and_measured(slurm_run):
     env = records[0]["provenance"]["job_env"]
     assert env["SLURM_JOB_PARTITION"] == "gpu"
     assert len(env["CUDA_VISIBLE_DEVICES"].split(",")) == 1
-    bench = [json.loads((work / "results/week01/store" / r["key"] / "bench.json").read_text()) for r in records]
+    bench = [read_raw(work / "results/week01/store" / r["key"]) for r in records]
     assert all(b["completed"] == 12 and b["failed"] == 0 for b in bench)
     assert (work / "results/week01/ttft_vs_rate.png").stat().st_size > 0
 

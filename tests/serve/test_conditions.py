@@ -132,7 +132,7 @@ def test_annotate_adds_to_a_saved_record_and_keeps_its_raw_files(tmp_path):
     store.save("k", {"x": 1}, {"bench.json": raw})
     store.annotate("k", {"drift": {"p50_itl_ms": 0.05}})
     assert store.load("k") == {"x": 1, "drift": {"p50_itl_ms": 0.05}}
-    assert (store.path("k") / "bench.json").exists()
+    assert (store.path("k") / "bench.json.gz").exists()
 
 
 @pytest.mark.quiet_host   # reads the whole host's load: runs before the default's first run starts

@@ -41,6 +41,9 @@ def load_checks(row: dict, knobs: dict, requested: float) -> tuple[list[str], li
     problems, warnings, columns = [], [], {"saturated": False}
     if row.get("failed"):
         problems.append(f"{row['failed']} failed requests")
+    if row.get("requests_cut") and not row.get("completed"):   # a point sized in time measured nothing
+        problems.append(f"none of its {row.get('prompts_sent')} requests completed: all were still in flight "
+                        f"{row.get('grace_s')} s after its duration and were cut (a longer grace_s measures it)")
     num_prompts = knobs.get("num_prompts")
     if num_prompts is not None and row.get("completed") != num_prompts:
         problems.append(f"completed {row.get('completed')} of {num_prompts}")

@@ -147,3 +147,17 @@ def test_the_gpu_checks_recorded_bursts_are_told_apart_from_held_rates():
     verdicts = {rate: {bool(burst(rate, *checks.arrivals(r), r["e2el_p50_ms"])) for _, r in rows.iterrows()}
                 for rate, rows in table.groupby("request_rate")}
     assert verdicts[64.0] == {True} and verdicts[1.0] == {False}
+
+
+def test_a_point_sized_in_time_whose_requests_were_all_cut_is_not_valid(record, bench):
+    """CI's week 5 (512-token prompts at 10/s on 2 cores, grace 1 s): all 51 requests still in
+    flight at the end of the grace period and cut, so its row measured nothing."""
+    n = bench["completed"]
+    bound = {"duration_s": 5.0, "grace_s": 1.0, "least": 0, "send_s": 4.99, "stopped_s": 5.1, "wall_s": 6.0,
+             "drain_s": 1.0, "sent": n, "completed_in_time": n - 2, "completed_in_grace": 1, "cut": 1, "failed": 0}
+    some = metrics.point_row(record, {**bench, "completed": n - 1, "failed": 1, "bound": bound})
+    assert some["valid"], some["invalid_reason"]          # one cut of n: the rest is the point
+    assert some["requests_cut"] == 1 and some["failed"] == 0
+    none = {**bound, "completed_in_time": 0, "completed_in_grace": 0, "cut": n}
+    cut = metrics.point_row(record, {**bench, "completed": 0, "failed": n, "bound": none})
+    assert not cut["valid"] and f"none of its {n} requests completed" in cut["invalid_reason"]

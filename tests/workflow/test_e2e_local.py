@@ -298,8 +298,8 @@ def test_experiments_of_one_engine_configuration_share_its_start(workdir, first_
     """`share_engines` (config/local.yaml): week 16's standard server and the workload
     matrix ran on week 1's server, each with its own warm-up, client and store."""
     proc, _ = first_run
-    assert "servelab engines shared: 27 sessions, 21 engine starts" in proc.stderr
-    assert "all: 27 session(s) (6 on another session's engine)" in proc.stderr
+    assert "servelab engines shared: 30 sessions, 23 engine starts" in proc.stderr
+    assert "all: 30 session(s) (7 on another session's engine)" in proc.stderr
     (host,) = (workdir / "results/week01/store/sessions").glob("base-*")
     startup = json.loads((host / "timing.json").read_text())["startup_s"]
     for guest in ("week16_standard", "workload_matrix_cpu"):
@@ -605,7 +605,9 @@ def test_changing_one_knob_reruns_only_what_depends_on_it(workdir, first_run):
         "all": 1, "tiny_model": 1, "metrics_table": len(exps),
         "session": sum(len(server_points(e)) for e in exps.values()),
         "figure": sum(1 for e in exps.values() for f in e.get("figures", {}).values() if f),
-        "comparisons": sum(1 for e in exps.values() if compares_configurations(e))}
+        "comparisons": sum(1 for e in exps.values() if compares_configurations(e)),
+        # the per-turn tables of the conversations and the trace replay (servelab.analysis.turns)
+        "turns_table": 2}
 
 
 def test_adding_one_rate_measures_exactly_one_point(workdir, first_run):

@@ -5,6 +5,7 @@ baseline in %, its 95 % interval, and the verdict written on it."""
 from __future__ import annotations
 
 import math
+import textwrap
 from pathlib import Path
 
 import matplotlib
@@ -45,8 +46,10 @@ def draw(comparisons: pd.DataFrame, out: str | Path, title: str) -> None:
     for ax in list(axes.flat)[len(metrics):]:
         ax.axis("off")
     baseline = comparisons["baseline"].iloc[0] if len(comparisons) else "?"
-    fig.suptitle(f"{title}\nvs baseline {baseline}; bars: 95 % interval ({METHOD}); "
-                 f"blue: equivalent within the margin; grey: undecided, or 'x1': measured once", fontsize=9)
+    legend = (f"vs baseline {baseline}; bars: 95 % interval ({METHOD}); "
+              f"blue: equivalent within the margin; grey: undecided, or 'x1': measured once")
+    # wrapped to the figure's width: the method's words would run off its edges
+    fig.suptitle(title + "\n" + "\n".join(textwrap.wrap(legend, 60 * cols)), fontsize=9)
     fig.tight_layout()
     with atomic_path(out) as tmp:
         fig.savefig(tmp, dpi=110, format="png")

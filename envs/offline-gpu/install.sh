@@ -9,6 +9,7 @@
 # Usage: bash envs/offline-gpu/install.sh NAME TARGET [DIR]
 #   bash envs/offline-gpu/install.sh vllm /opt/vllm-site && bash envs/offline-gpu/install.sh extras /opt/vllm-site
 #   bash envs/offline-gpu/install.sh sglang /opt/sglang-site
+#   bash envs/offline-gpu/install.sh aiperf /opt/aiperf-site   (SERVELAB_AIPERF=/opt/aiperf-site/bin/aiperf)
 # then PYTHONPATH=/opt/vllm-site (and PATH=/opt/vllm-site/bin:$PATH) for the run.
 set -euo pipefail
 name=$1 target=$2 src=$(realpath "${3:-.gpu/$1}")
@@ -28,6 +29,12 @@ if [ ! -f "$target/.installed-$name" ]; then
   # process would compile the sources again (an uncompiled sglang.bench_serving took 75-80 s
   # to start on an H100 box, its 16-prompt points 7-22 s; the server's start paid the same)
   python3 -m compileall -q -j 0 "$target" >/dev/null || true
+  # console scripts that find their own target (pip --target leaves that to PYTHONPATH): a
+  # client in a target of its own (AIPerf) then runs as TARGET/bin/NAME, its pins unseen by vLLM's
+  for script in "$target"/bin/*; do
+    head -1 "$script" | grep -q '^#!.*python' && ! grep -q "^sys.path.insert(0, '$target')" "$script" &&
+      sed -i "1a import sys\nsys.path.insert(0, '$target')" "$script"
+  done
   touch "$target/.installed-$name"
 fi
 echo "$name installed in $target"

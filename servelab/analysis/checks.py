@@ -32,6 +32,9 @@ OUTSIDE_CPU_LIMIT = 0.25
 # +9 %. Warned, on the safe side of that bracket, once the outside's load and the session's
 # together keep more than this share of the machine's cores busy.
 GPU_BUSY_SHARE_MAX = 0.6
+# An engine's own benchmark client is one Python process: this busy, it paces the load itself
+# (its event loop, not the server, decides when requests go and when tokens are read)
+CLIENT_BUSY_LIMIT = 0.9
 
 
 def load_checks(row: dict, knobs: dict, requested: float) -> tuple[list[str], list[str], dict]:
@@ -116,6 +119,10 @@ def condition_warnings(row: dict) -> list[str]:
             warnings.append(f"the session drifted: its first point measured again moved {metric} {drift:+.0f} %")
     if note := outside_load_warning(row):
         warnings.append(note)
+    client = row.get("client_cpu_cores")
+    if client is not None and client >= CLIENT_BUSY_LIMIT and row.get("client") != "aiperf":
+        warnings.append(f"the benchmark client kept {client:.2f} of a core busy: a single-process client "
+                        f"this busy may pace the load (its figures may be the client's, not the engine's)")
     if str(row.get("kv_transport") or "").startswith("mooncake over TCP"):
         warnings.append(f"the KV cache moved {row['kv_transport']}: mooncake found no RDMA device, "
                         f"so TTFT carries a TCP copy of each prompt's KV")

@@ -39,7 +39,7 @@ COUNTER_COLUMNS = {"prefix_cache_hit_rate", "spec_acceptance_rate", "spec_mean_a
                    "peak_kv_cache_usage", "kv_transfers", "kv_transfer_mean_ms", "kv_transfer_p90_ms",
                    "kv_transfer_mb", "kv_failed_transfers"}
 CONDITION_COLUMNS = COUNTER_COLUMNS | {"repeats", "warmup_prompts", "prefix_cache_reset", "outside_cpu_cores",
-                                       "machine_cores", "session_cpu_cores",
+                                       "machine_cores", "session_cpu_cores", "client_cpu_cores",
                                        "outside_gpu_processes", "drift_max_pct", "ttft_trend", "saturated",
                                        "itl_floor_ms", "ttft_floor_ms", *STARTUP_COLUMNS, "startup_other_s"}
 
@@ -84,6 +84,7 @@ def bench_row(bench: dict) -> dict:
         for stat in STATS:
             row[f"{lat}_{stat}_ms"] = bench.get(f"{stat}_{lat}_ms")
     row["prompts_sent"] = bench.get("num_prompts")
+    row["client"] = bench.get("client", "engine")   # who sent the load: the engine's own client, or AIPerf
     row.update(bound_columns(bench.get("bound")))
     row["samples_ttft"] = len(bench.get("ttfts") or [])
     row["ttft_trend"] = checks.ttft_trend(bench)

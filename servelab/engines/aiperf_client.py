@@ -59,7 +59,11 @@ def args(served_name: str, tokenizer: str, port: int, knobs: dict, out_dir: str)
               # one record processor: the engine, not the client, should have the cores
               "--use-server-token-count", "--workers-max", "1", "--record-processor-service-count", "1",
               # servelab reads the engine's counters and the GPUs itself (conditions, monitors)
-              "--no-server-metrics", "--no-gpu-telemetry"]
+              "--no-server-metrics", "--no-gpu-telemetry",
+              # prompts of random vocabulary tokens, as vLLM's random dataset draws them: the same
+              # kind of prompt as the engine's client, and no tokenizing of AIPerf's Shakespeare
+              # corpus first (11.5 s of a 12-turn point's 25 s set-up on 2 cores)
+              "--prompt-corpus", "random", "--random-corpus-style", "vllm"]
     if knobs.get("ignore_eos", True):
         common += ["--extra-inputs", "ignore_eos:true"]
     mt = knobs.get(MULTI_TURN_KNOB)

@@ -16,6 +16,9 @@ class ForkedBenchServe:
 
     def __init__(self, path: Path, env: dict):
         self.path, self.env = path, env
+        # CPU seconds of the clients it forked that ended: they are the zygote's children, not
+        # the session's, so the session's measures of its own CPU add this (conditions.OutsideLoad)
+        self.forked_cpu_s = 0.0
 
     def run(self, argv: list[str], log: Path) -> dict:
         """Run one benchmark, its report and progress bar in `log`; its saved result (a
@@ -28,6 +31,7 @@ class ForkedBenchServe:
             code = child.wait()
         finally:
             child.stop()
+            self.forked_cpu_s += child.cpu_s or 0.0
         if code != 0:
             raise subprocess.CalledProcessError(code, ["vllm", "bench", "serve", *argv])
         saved = Path(argv[argv.index("--result-dir") + 1]) / argv[argv.index("--result-filename") + 1]

@@ -171,12 +171,14 @@ class Forked:
     def __init__(self, pid: int, path: Path):
         self.pid, self.path = pid, path
         self.returncode: int | None = None
+        self.cpu_s: float | None = None   # once it ended: its CPU seconds (user + system)
         self.stdin = None
 
     def poll(self) -> int | None:
         if self.returncode is None:
             try:
-                self.returncode = ask(self.path, {"op": "status", "pid": self.pid})["code"]
+                answer = ask(self.path, {"op": "status", "pid": self.pid})
+                self.returncode, self.cpu_s = answer["code"], answer.get("cpu_s")
             except OSError:   # the zygote is gone: its child was re-parented; its code is lost
                 if not alive(self.pid):
                     self.returncode = 1

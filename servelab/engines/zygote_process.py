@@ -132,14 +132,15 @@ def serve(path: Path, kind: str = "vllm") -> None:
     listener.listen(16)
     os.replace(bound, path)   # answering from the moment the socket exists
     ours = os.stat(path).st_ino
-    children, codes, last, leaving = set(), {}, time.monotonic(), False
+    children, codes, cpu, last, leaving = set(), {}, {}, time.monotonic(), False
     idle_s, owner = float(os.environ.get(IDLE_ENV, IDLE_S)), os.getcwd()
     while children or (not leaving and time.monotonic() - last < idle_s):
         for pid in list(children):
-            done, status = os.waitpid(pid, os.WNOHANG)
+            done, status, usage = os.wait4(pid, os.WNOHANG)
             if done:
                 children.discard(pid)
                 codes[pid] = os.waitstatus_to_exitcode(status)
+                cpu[pid] = usage.ru_utime + usage.ru_stime   # a forked client's CPU: its caller's record
         if not select.select([listener], [], [], 0.2)[0]:
             continue
         conn, _ = listener.accept()
@@ -156,7 +157,8 @@ def serve(path: Path, kind: str = "vllm") -> None:
                 print(f"zygote: forked {pid}: {' '.join(request['argv'][:4])}", flush=True)
                 answer = {"pid": pid}
             elif request["op"] == "status":
-                answer = {"code": None if request["pid"] in children else codes.get(request["pid"], 1)}
+                answer = {"code": None if request["pid"] in children else codes.get(request["pid"], 1),
+                          "cpu_s": cpu.get(request["pid"])}
             else:   # ping, or exit (once its children have)
                 leaving = leaving or request["op"] == "exit"
                 answer = {"pid": os.getpid(), "owner": owner}

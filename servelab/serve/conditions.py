@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import os
+import resource
 import re
 import shutil
 import subprocess
@@ -264,15 +265,27 @@ def others_on_gpus(gpus_csv: str, apps_csv: str, visible: set[int] | None, ours:
 
 class OutsideLoad:
     """Context manager around one point: how many cores' worth of CPU time processes outside
-    the session took (`outside_cpu_cores`), and other processes on its GPUs."""
+    the session took (`outside_cpu_cores`), and other processes on its GPUs. With the point's
+    benchmark `client`, also the client's own (`client_cpu_cores`): this process's (an
+    in-process client, with the session's samplers), its waited-for children's (a client
+    subprocess such as AIPerf, with every process it waited for) and the clients the zygote
+    forked for it (`forked_cpu_s`, counted as the session's, not the outside's)."""
 
-    def __init__(self, server_pgids: list[int], env: dict):
-        self.pgids, self.env = set(server_pgids), env
+    def __init__(self, server_pgids: list[int], env: dict, client=None):
+        self.pgids, self.env, self.client = set(server_pgids), env, client
         self.root = os.getpid()
 
-    def snapshot(self) -> tuple[float, float, float]:
+    def client_cpu_s(self) -> float:
+        own = resource.getrusage(resource.RUSAGE_SELF)
+        waited = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return (own.ru_utime + own.ru_stime + waited.ru_utime + waited.ru_stime
+                + getattr(self.client, "forked_cpu_s", 0.0))
+
+    def snapshot(self) -> tuple[float, float, float, float]:
         table = process_table()
-        return time.monotonic(), machine_busy_s(), session_cpu_s(table, self.root, self.pgids)
+        forked = getattr(self.client, "forked_cpu_s", 0.0)
+        return (time.monotonic(), machine_busy_s(), session_cpu_s(table, self.root, self.pgids) + forked,
+                self.client_cpu_s())
 
     def __enter__(self) -> "OutsideLoad":
         self.start = self.snapshot()
@@ -295,9 +308,12 @@ class OutsideLoad:
         wall = self.end[0] - self.start[0]
         ours = self.end[2] - self.start[2]
         outside = (self.end[1] - self.start[1]) - ours
+        client = self.end[3] - self.start[3]
         return {"outside_cpu_cores": round(max(outside, 0.0) / wall, 3) if wall > 0 else None,
                 # what the session itself kept busy: with the outside's, whether the cores ran short
                 "session_cpu_cores": round(max(ours, 0.0) / wall, 3) if wall > 0 else None,
+                **({"client_cpu_cores": round(max(client, 0.0) / wall, 3) if wall > 0 else None}
+                   if self.client is not None else {}),
                 "machine_cores": os.cpu_count(),
                 **({"outside_gpu_processes": self.gpu_others} if self.gpu_others is not None else {})}
 

@@ -129,7 +129,7 @@ def measure_points(launch: Launch, missing: list[Point], done: list[str]) -> Non
         try:
             with PeakMemory(pgids, launch.env) as memory, \
                     conditions.EngineCounters([s.base_url + "/metrics" for s in launch.fleet.counted]) as counters, \
-                    conditions.OutsideLoad(pgids, launch.env) as outside:
+                    conditions.OutsideLoad(pgids, launch.env, client=launch.client) as outside:
                 argv, result = measure_point(launch, knobs, raw_dir)
         except failure.PointFailed as failed:
             launch.save_failure(Point(key, knobs, identity), failed)

@@ -161,3 +161,15 @@ def test_a_point_sized_in_time_whose_requests_were_all_cut_is_not_valid(record, 
     none = {**bound, "completed_in_time": 0, "completed_in_grace": 0, "cut": n}
     cut = metrics.point_row(record, {**bench, "completed": 0, "failed": n, "bound": none})
     assert not cut["valid"] and f"none of its {n} requests completed" in cut["invalid_reason"]
+
+
+def test_a_client_near_a_whole_core_is_warned_unless_it_is_aiperfs_processes(record, bench):
+    record.update(outside={"client_cpu_cores": 0.97, "outside_cpu_cores": 0.0})
+    row = metrics.point_row(record, bench)
+    assert row["client"] == "engine" and row["client_cpu_cores"] == 0.97 and row["valid"]
+    assert "the benchmark client kept 0.97 of a core busy" in row["warnings"]
+    record.update(outside={"client_cpu_cores": 0.4})
+    assert "benchmark client" not in (metrics.point_row(record, bench)["warnings"] or "")
+    # AIPerf is eight processes: their sum near a core says nothing of one event loop
+    record.update(outside={"client_cpu_cores": 1.3})
+    assert "benchmark client" not in (metrics.point_row(record, {**bench, "client": "aiperf"})["warnings"] or "")

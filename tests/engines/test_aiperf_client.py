@@ -24,6 +24,8 @@ def test_a_multi_turn_point_is_conversations_of_turns_on_the_chat_endpoint():
     tokenizer = flag(argv, "--tokenizer")   # an absolute path, never a hub name
     assert tokenizer.startswith("/") and tokenizer.endswith("resources/models/tiny_llama")
     assert "--shared-system-prompt-length" not in argv
+    # random vocabulary, as vLLM's random dataset: no corpus to tokenize first
+    assert (flag(argv, "--prompt-corpus"), flag(argv, "--random-corpus-style")) == ("random", "vllm")
     with_system = aiperf_client.args("m", "/t", 8000, {"multi_turn": {**MULTI, "system_len": 64}}, "/o")
     assert flag(with_system, "--shared-system-prompt-length") == "64"
 

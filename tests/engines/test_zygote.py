@@ -82,6 +82,8 @@ def test_cpu_servers_fork_from_one_zygote_that_imported_vllm_once(tiny_model, en
                 assert result["completed"] == 4 and (tmp_path / "bench.json").exists()
                 bench_log = (tmp_path / "bench.log").read_text()
                 assert zygote.FORKED in bench_log and not TORCH_IMPORTED.findall(bench_log)
+                # the zygote reaped it and said what CPU it used: the session's, not the outside's
+                assert client.forked_cpu_s > 0
                 bounded_points_stop_at_their_duration(client, tiny_model, one.port, tmp_path)
                 # a client that fails exits with its code, as a process of its own would
                 with pytest.raises(subprocess.CalledProcessError):

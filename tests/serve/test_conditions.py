@@ -118,6 +118,30 @@ def test_cpu_time_of_a_process_outside_the_session_is_seen_and_our_own_is_not():
     assert outside.result()["outside_cpu_cores"] > 0.3
 
 
+def test_the_clients_cpu_is_its_own_in_process_waited_for_and_forked_by_the_zygote():
+    """A point's client CPU: in this process (vLLM's client in-process), in a subprocess it
+    waits for (AIPerf) and in a process the zygote forked for it (counted by the client
+    object, `forked_cpu_s`), which is the session's CPU, not the outside's."""
+    burn = "import time\nt = time.process_time()\nwhile time.process_time() - t < {}: pass"
+
+    class ForkedClient:
+        forked_cpu_s = 0.0
+
+    client = ForkedClient()
+    with conditions.OutsideLoad([], {}, client=client) as load:
+        exec(burn.format(0.4))                                                # in-process
+        subprocess.run([sys.executable, "-c", burn.format(0.4)], check=True)  # a client subprocess
+        client.forked_cpu_s += 0.5                                            # a forked one ended
+    wall = load.end[0] - load.start[0]
+    client_s = load.result()["client_cpu_cores"] * wall
+    print(f"\nclient CPU {client_s:.2f} s over {wall:.2f} s: {load.result()}")
+    assert 1.3 - 0.05 <= client_s <= 1.3 + 0.6   # the burns' 1.3 s, plus the interpreter's start-up
+    assert load.end[2] - load.start[2] >= 1.3 - 0.05   # the session's CPU includes the forked client's
+    with conditions.OutsideLoad([], {}) as no_client:
+        pass
+    assert "client_cpu_cores" not in no_client.result()   # an offline runner's points: no client
+
+
 def test_gpu_processes_of_others_on_the_points_gpus_are_counted():
     gpus = "0, 00000000:18:00.0\n1, 00000000:2A:00.0\n"
     apps = "111, 00000000:18:00.0\n222, 00000000:2A:00.0\n333, 00000000:18:00.0\n"

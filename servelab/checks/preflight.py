@@ -13,8 +13,9 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from servelab.config.experiments import server_points
-from servelab.engines import environment
+from servelab.config import workloads
+from servelab.config.experiments import all_client_points, server_points
+from servelab.engines import aiperf_client, environment
 from servelab.serve.topology import replicas
 
 
@@ -36,6 +37,25 @@ CONNECTORS = {"LMCacheConnectorV1": Need("lmcache", "pip install lmcache (built 
               "NixlConnector": Need("nixl", "pip install nixl", "kv_transfer_config NixlConnector", None)}
 SPECULATORS = {"suffix": Need("arctic_inference", "pip install arctic-inference",
                               "speculative_config method suffix", None)}
+# a client in an install target of its own, found as an executable (aiperf_client.executable)
+AIPERF = Need("aiperf", "envs/setup-local.sh makes .venv-aiperf; or set SERVELAB_AIPERF to an aiperf 0.13 "
+                        "executable (a GPU node without internet: envs/offline-gpu/aiperf-0.13-py312.txt)",
+              "AIPerf, the client of its multi-turn conversations or `client_tool: aiperf` points", None)
+
+
+def uses_aiperf(config: dict, exp: dict) -> bool:
+    """Whether some load point of the experiment is sent by AIPerf (aiperf_client.wanted)."""
+    spec = (config.get("datasets") or {}).get(exp.get("dataset")) or {}
+    if workloads.kind(spec) == "multi_turn":
+        return True
+    return any(aiperf_client.wanted(point) for point in all_client_points(exp))
+
+
+def aiperf_found() -> bool:
+    try:
+        return bool(aiperf_client.executable())
+    except FileNotFoundError:
+        return False
 
 
 def needs(exp: dict) -> list[tuple[Need, str | None]]:
@@ -62,13 +82,16 @@ def engine_env(config: dict, exp: dict) -> dict:
     return (config.get("engines", {}).get(exp["engine"]) or {}).get("env") or {}
 
 
-def missing(config: dict, names: list[str], has=environment.importable) -> list[str]:
+def missing(config: dict, names: list[str], has=environment.importable, aiperf=aiperf_found) -> list[str]:
     """One line per experiment of `names` that needs a package `has` does not find where
-    its engine's processes look (`has(module, env)`: the engine's PYTHONPATH first)."""
+    its engine's processes look (`has(module, env)`: the engine's PYTHONPATH first), or
+    AIPerf where `aiperf()` finds none."""
     lines = []
     for name in names:
         exp = config["experiments"][name]
         lacking = [(need, named) for need, named in needs(exp) if not has(need.module, engine_env(config, exp))]
+        if uses_aiperf(config, exp) and not aiperf():
+            lacking.append((AIPERF, None))
         if not lacking:
             continue
         packages = list(dict.fromkeys(need for need, _ in lacking))

@@ -31,6 +31,17 @@ def test_each_experiment_names_what_it_lacks_and_how_to_leave_it_out(course_conf
     assert "without week15" in by_exp["week15"]
 
 
+def test_experiments_that_aiperf_sends_are_named_where_no_aiperf_is_found(course_config):
+    """Multi-turn conversations (a dataset) and the two-client check (a workload's
+    `client_tool: aiperf`) need AIPerf, an executable of its own install target."""
+    names = ["week01", "week06_multiturn", "workload_matrix_trace"]
+    course_config["experiments"]["week01"]["client"]["workloads"] = {"second": {"args": {"client_tool": "aiperf"}}}
+    lines = preflight.missing(course_config, names, has=lambda module, env: True, aiperf=lambda: False)
+    assert {line.split(":")[0] for line in lines} == {"week01", "week06_multiturn"}   # a trace: vLLM's own client
+    assert all("SERVELAB_AIPERF" in line and "without" in line for line in lines)
+    assert preflight.missing(course_config, names, has=lambda module, env: True, aiperf=lambda: True) == []
+
+
 def test_a_nulled_configuration_is_left_out(course_config):
     from snakemake.utils import update_config
 

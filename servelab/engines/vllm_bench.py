@@ -14,6 +14,7 @@ import json
 from pathlib import Path
 
 from servelab.engines import time_bound
+from servelab.engines.sample_cache import SampleCache
 
 
 class BenchServe:
@@ -33,6 +34,7 @@ class BenchServe:
         self._add_cli_args = add_cli_args
         self._main = main
         self._parser_cls = FlexibleArgumentParser
+        self.samples = SampleCache()   # prompts and tokenizer, kept for the session's next point
 
     def parser(self):
         parser = self._parser_cls(prog="vllm bench serve")
@@ -51,14 +53,16 @@ class BenchServe:
     def call(self, argv: list[str]) -> dict:
         """Run one benchmark, its output where this process writes (a zygote's child); one
         sized in time (servelab.engines.time_bound) with its bound's count in the result."""
+        from vllm.benchmarks import serve as client
+
         argv, bound = time_bound.split(argv)
         args = self.parse(argv)
         if bound is None:
-            return self._main(args)
-        from vllm.benchmarks import serve as client
+            with self.samples.around(client):
+                return self._main(args)
         from vllm.benchmarks.lib.endpoint_request_func import RequestFuncOutput
 
-        with bound.around(client, RequestFuncOutput):
+        with self.samples.around(client), bound.around(client, RequestFuncOutput):
             result = self._main(args)
         result["bound"] = bound.summary()
         if getattr(args, "save_result", False) and args.result_filename:

@@ -11,7 +11,7 @@ from servelab.stats import mean_ci95
 # measured quantities (everything else in a row is a knob, a fact or a name)
 MEASURED_SUFFIXES = ("_ms", "_s", "_rps", "_tps")
 MEASURED = ("ttft_trend", "steady_ttft_trend", "prefix_cache_hit_rate", "spec_acceptance_rate", "spec_mean_accepted_len",
-            "preemptions", "peak_kv_cache_usage", "outside_cpu_cores")
+            "preemptions", "peak_kv_cache_usage", "outside_cpu_cores", "client_cpu_cores")
 NOT_MEASURED = ("server_startup_s", "ttft_floor_ms", "itl_floor_ms", "theory_latency_s", "theory_decode_step_ms",
                 "grace_s")
 

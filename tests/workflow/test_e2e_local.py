@@ -525,6 +525,24 @@ def test_workload_matrix_rows_per_workload_and_concurrency(workdir, first_run):
     assert (table["prompts_sent"] >= table["max_concurrency"].map(closed_loop_floor)).all()
 
 
+def test_the_conversations_and_the_trace_show_cache_reuse_rising_turn_by_turn(workdir, first_run):
+    """Issue 72's CPU goal: AIPerf's conversations (3 turns) with prefix caching on against
+    off, and the shipped trace replayed by vLLM's client, each a per-turn table."""
+    conversations = pd.read_csv(workdir / "results/multiturn_cpu/turns.csv")
+    assert (workdir / "results/multiturn_cpu/turns.png").stat().st_size > 10_000
+    on = conversations.query("server_point == 'cache_on'").sort_values("turn")
+    off = conversations.query("server_point == 'cache_off'")
+    assert list(on["turn"]) == [1, 2, 3] and (on["requests"] > 0).all()
+    # the engine's own count of cached prompt tokens, by whole blocks as each turn grows
+    assert on["cached_tokens_mean"].iloc[0] == 0 and on["cached_tokens_mean"].is_monotonic_increasing
+    assert on["cached_tokens_mean"].iloc[-1] > on["cached_tokens_mean"].iloc[1] > 0
+    assert (off["cached_tokens_mean"] == 0).all() and on["session_prefix_hit_rate"].iloc[0] > 0
+    assert on["prompt_tokens_mean"].is_monotonic_increasing   # each turn carries the conversation so far
+    trace = pd.read_csv(workdir / "results/trace_replay_cpu/turns.csv").sort_values("turn")
+    assert list(trace["trace_reusable_tokens_mean"]) == sorted(trace["trace_reusable_tokens_mean"])
+    assert trace["trace_reusable_tokens_mean"].iloc[-1] > 0 and trace["session_prefix_hit_rate"].iloc[0] > 0
+
+
 def test_engine_counters_and_the_drift_check_are_columns(workdir, first_run):
     week05 = pd.read_csv(workdir / "results/week05/metrics.csv")
     shared = week05.query("enable_prefix_caching and random_prefix_len == 384")

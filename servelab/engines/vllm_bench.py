@@ -55,15 +55,15 @@ class BenchServe:
         sized in time (servelab.engines.time_bound) with its bound's count in the result."""
         from vllm.benchmarks import serve as client
 
-        argv, bound = time_bound.split(argv)
-        args = self.parse(argv)
-        if bound is None:
-            with self.samples.around(client):
-                return self._main(args)
         from vllm.benchmarks.lib.endpoint_request_func import RequestFuncOutput
 
-        with self.samples.around(client), bound.around(client, RequestFuncOutput):
+        argv, bound = time_bound.split(argv)
+        args = self.parse(argv)
+        with self.samples.around(client), \
+                (bound.around(client, RequestFuncOutput) if bound else contextlib.nullcontext()):
             result = self._main(args)
+        if bound is None:
+            return result
         result["bound"] = bound.summary()
         if getattr(args, "save_result", False) and args.result_filename:
             saved = Path(args.result_dir or ".") / args.result_filename

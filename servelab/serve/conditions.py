@@ -275,17 +275,13 @@ class OutsideLoad:
         self.pgids, self.env, self.client = set(server_pgids), env, client
         self.root = os.getpid()
 
-    def client_cpu_s(self) -> float:
-        own = resource.getrusage(resource.RUSAGE_SELF)
-        waited = resource.getrusage(resource.RUSAGE_CHILDREN)
-        return (own.ru_utime + own.ru_stime + waited.ru_utime + waited.ru_stime
-                + getattr(self.client, "forked_cpu_s", 0.0))
-
     def snapshot(self) -> tuple[float, float, float, float]:
-        table = process_table()
+        """(time, the machine's busy CPU s, the session's CPU s, the client's CPU s)."""
         forked = getattr(self.client, "forked_cpu_s", 0.0)
-        return (time.monotonic(), machine_busy_s(), session_cpu_s(table, self.root, self.pgids) + forked,
-                self.client_cpu_s())
+        own, waited = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+        client = own.ru_utime + own.ru_stime + waited.ru_utime + waited.ru_stime + forked
+        return (time.monotonic(), machine_busy_s(), session_cpu_s(process_table(), self.root, self.pgids) + forked,
+                client)
 
     def __enter__(self) -> "OutsideLoad":
         self.start = self.snapshot()

@@ -44,12 +44,23 @@ def aggregate(rows: list[dict]) -> dict:
             first[column], first[f"{column}_ci95"] = mean_ci95(values)
     first["valid"] = all(bool(row.get("valid")) for row in rows)
     for column in ("invalid_reason", "warnings"):
-        notes = [f"repeat {row.get('repeat', 0) + 1}: {row[column]}" for row in rows if row.get(column)]
-        first[column] = "; ".join(notes)
+        first[column] = repeat_notes(rows, column)
     # every repeat's raw files, so that the mean can be traced to each measurement
     for column in ("point_key", "raw_json", "record_json"):
         first[column] = ";".join(str(row.get(column)) for row in rows)
     return first
+
+
+def repeat_notes(rows: list[dict], column: str) -> str:
+    """The repeats' notes, each text once with the repeats that gave it (a session's drift
+    is the same note on every repeat of its points)."""
+    by_text: dict[str, list[int]] = {}
+    for row in rows:
+        if row.get(column):
+            by_text.setdefault(row[column], []).append(row.get("repeat", 0) + 1)
+    return "; ".join(f"every repeat: {text}" if len(which) == len(rows) > 1 else
+                     f"repeat{'s' if len(which) > 1 else ''} {', '.join(map(str, which))}: {text}"
+                     for text, which in by_text.items())
 
 
 def group_repeats(rows: list[tuple[str, dict]]) -> list[list[dict]]:

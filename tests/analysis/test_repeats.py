@@ -36,4 +36,9 @@ def test_the_row_counts_the_repeats_that_warned():
     row = repeats.aggregate(warned)
     assert row["warned_repeats"] == 1 and row["warnings"] == "repeat 3: saturated: ..."
     assert repeats.aggregate(ROWS)["warned_repeats"] == 0
+    # a note every repeat gave is said once; one that some gave, once with those repeats
+    drifted = [{**row, "warnings": "drifted" if row["repeat"] else "drifted; saturated"} for row in ROWS]
+    assert repeats.aggregate(drifted)["warnings"] == "repeat 1: drifted; saturated; repeats 2, 3: drifted"
+    same = repeats.aggregate([{**row, "warnings": "drifted"} for row in ROWS])
+    assert same["warnings"] == "every repeat: drifted" and same["warned_repeats"] == 3
     assert repeats.aggregate([{**ROWS[0], "warnings": "x"}])["warned_repeats"] == 1

@@ -105,11 +105,12 @@ def bounded_points_stop_at_their_duration(client, tiny_model, port: int, out) ->
     """A point sized in time (servelab.engines.time_bound) sends for its duration from its
     first request, then stops; its requests in flight get the grace period, then are cut.
     A closed loop given 400 prompts and an open loop whose 400 arrivals would take 80 s, each
-    bounded to 2 s, on the real vLLM client against the real server. The open loop's grace is
-    2 s: with a core taken by other work, 8 requests sent in 1.5 s all outlived a 0.5 s grace."""
-    for name, load, grace in (("closed", {"request_rate": "inf", "max_concurrency": 2}, 0.5),
-                              ("open", {"request_rate": 5}, 2.0)):
-        knobs = {"num_prompts": 400, "random_input_len": 16, "random_output_len": 16, "ignore_eos": True, **load}
+    bounded to 2 s, on the real vLLM client against the real server. The grace is 5 s, spent only
+    while a request is still in flight: beside CI's other servers, 8 requests sent in 1.5 s all
+    outlived a 0.5 s grace, and a closed loop's first 2 requests of 16 tokens a 0.5 s one."""
+    for name, load, grace in (("closed", {"request_rate": "inf", "max_concurrency": 2}, 5.0),
+                              ("open", {"request_rate": 5}, 5.0)):
+        knobs = {"num_prompts": 400, "random_input_len": 16, "random_output_len": 4, "ignore_eos": True, **load}
         argv = commands.vllm_bench_serve_args(str(tiny_model), "servelab-zygote", port, "random", dataset_path=None,
                                               knobs=knobs, result_dir=str(out), result_file=f"{name}.json")
         result = client.run(argv + time_bound.bound_args(2, grace), out / "bench.log")
@@ -126,6 +127,14 @@ def bounded_points_stop_at_their_duration(client, tiny_model, port: int, out) ->
         assert result["failed"] == bound["cut"] and bound["failed"] == 0
         assert all(e in ("", time_bound.CUT) for e in result["errors"])
         assert all(t > 0 for t in result["start_times"])   # a cut request keeps its send time
+    # a grace of 0 cuts at once: a closed loop always has its 2 requests in flight when sending stops
+    knobs = {"num_prompts": 400, "random_input_len": 16, "random_output_len": 16, "ignore_eos": True,
+             "request_rate": "inf", "max_concurrency": 2}
+    argv = commands.vllm_bench_serve_args(str(tiny_model), "servelab-zygote", port, "random", dataset_path=None,
+                                          knobs=knobs, result_dir=str(out), result_file="cut.json")
+    bound = client.run(argv + time_bound.bound_args(1, 0), out / "bench.log")["bound"]
+    print(f"bounded closed loop, cut at once: {bound}")
+    assert bound["cut"] >= 1 and bound["completed_in_grace"] == 0 and bound["wall_s"] <= 1.5
     # a closed loop's floor (`least`) is sent even where the duration ends first, and said
     knobs = {"num_prompts": 40, "random_input_len": 16, "random_output_len": 16, "ignore_eos": True,
              "request_rate": "inf", "max_concurrency": 2}

@@ -101,6 +101,17 @@ def test_cpu_servers_fork_from_one_zygote_that_imported_vllm_once(tiny_model, en
     assert not path.exists()
 
 
+def bounded(client, tiny_model, port: int, out, name: str, load: dict, prompts: int, output_len: int,
+            *bound_args) -> dict:
+    """One point of `prompts` random 16-token prompts at `load`, bounded by
+    time_bound.bound_args(*bound_args), on the forked vLLM client: its result."""
+    knobs = {"num_prompts": prompts, "random_input_len": 16, "random_output_len": output_len, "ignore_eos": True,
+             **load}
+    argv = commands.vllm_bench_serve_args(str(tiny_model), "servelab-zygote", port, "random", dataset_path=None,
+                                          knobs=knobs, result_dir=str(out), result_file=f"{name}.json")
+    return client.run(argv + time_bound.bound_args(*bound_args), out / "bench.log")
+
+
 def bounded_points_stop_at_their_duration(client, tiny_model, port: int, out) -> None:
     """A point sized in time (servelab.engines.time_bound) sends for its duration from its
     first request, then stops; its requests in flight get the grace period, then are cut.
@@ -108,12 +119,9 @@ def bounded_points_stop_at_their_duration(client, tiny_model, port: int, out) ->
     bounded to 2 s, on the real vLLM client against the real server. The grace is 5 s, spent only
     while a request is still in flight: beside CI's other servers, 8 requests sent in 1.5 s all
     outlived a 0.5 s grace, and a closed loop's first 2 requests of 16 tokens a 0.5 s one."""
-    for name, load, grace in (("closed", {"request_rate": "inf", "max_concurrency": 2}, 5.0),
-                              ("open", {"request_rate": 5}, 5.0)):
-        knobs = {"num_prompts": 400, "random_input_len": 16, "random_output_len": 4, "ignore_eos": True, **load}
-        argv = commands.vllm_bench_serve_args(str(tiny_model), "servelab-zygote", port, "random", dataset_path=None,
-                                              knobs=knobs, result_dir=str(out), result_file=f"{name}.json")
-        result = client.run(argv + time_bound.bound_args(2, grace), out / "bench.log")
+    closed = {"request_rate": "inf", "max_concurrency": 2}
+    for name, load, grace in (("closed", closed, 5.0), ("open", {"request_rate": 5}, 5.0)):
+        result = bounded(client, tiny_model, port, out, name, load, 400, 4, 2, grace)
         bound = result["bound"]
         print(f"\nbounded {name} loop: {bound}")
         assert bound == json.loads((out / f"{name}.json").read_text())["bound"]   # saved with the result
@@ -128,19 +136,11 @@ def bounded_points_stop_at_their_duration(client, tiny_model, port: int, out) ->
         assert all(e in ("", time_bound.CUT) for e in result["errors"])
         assert all(t > 0 for t in result["start_times"])   # a cut request keeps its send time
     # a grace of 0 cuts at once: a closed loop always has its 2 requests in flight when sending stops
-    knobs = {"num_prompts": 400, "random_input_len": 16, "random_output_len": 16, "ignore_eos": True,
-             "request_rate": "inf", "max_concurrency": 2}
-    argv = commands.vllm_bench_serve_args(str(tiny_model), "servelab-zygote", port, "random", dataset_path=None,
-                                          knobs=knobs, result_dir=str(out), result_file="cut.json")
-    bound = client.run(argv + time_bound.bound_args(1, 0), out / "bench.log")["bound"]
+    bound = bounded(client, tiny_model, port, out, "cut", closed, 400, 16, 1, 0)["bound"]
     print(f"bounded closed loop, cut at once: {bound}")
     assert bound["cut"] >= 1 and bound["completed_in_grace"] == 0 and bound["wall_s"] <= 1.5
     # a closed loop's floor (`least`) is sent even where the duration ends first, and said
-    knobs = {"num_prompts": 40, "random_input_len": 16, "random_output_len": 16, "ignore_eos": True,
-             "request_rate": "inf", "max_concurrency": 2}
-    argv = commands.vllm_bench_serve_args(str(tiny_model), "servelab-zygote", port, "random", dataset_path=None,
-                                          knobs=knobs, result_dir=str(out), result_file="least.json")
-    bound = client.run(argv + time_bound.bound_args(0.2, 0.5, least=8), out / "bench.log")["bound"]
+    bound = bounded(client, tiny_model, port, out, "least", closed, 40, 16, 0.2, 0.5, 8)["bound"]
     print(f"bounded closed loop with a floor of 8: {bound}")
     assert bound["least"] == 8 and bound["sent"] >= 8 and bound["send_s"] > 0.2
     assert bound["completed_in_time"] >= 6 and bound["cut"] <= 2

@@ -148,13 +148,15 @@ def result(out_dir: Path) -> dict:
            "total_token_throughput": stat("total_token_throughput", "avg"),
            "total_output_tokens": stat("total_output_tokens", "avg"),
            "total_input_tokens": stat("total_isl", "avg"),
-           "client": "aiperf", "requests": reqs,
+           "client": "aiperf", "client_version": summary.get("aiperf_version"), "requests": reqs,
            "ttfts": [r["ttft_ms"] / 1000 for r in ok if r["ttft_ms"] is not None]}
     for lat, tag in LATENCY_TAGS.items():
         out[f"mean_{lat}_ms"] = stat(tag, "avg")
         out[f"median_{lat}_ms"] = out[f"p50_{lat}_ms"] = stat(tag, "p50")
         for p in ("p90", "p99"):
             out[f"{p}_{lat}_ms"] = stat(tag, p)
+        for s, theirs in (("std", "std"), ("min", "min"), ("max", "max")):   # the spread over its requests
+            out[f"{s}_{lat}_ms"] = stat(tag, theirs)
     prompt = sum(r["prompt_tokens"] or 0 for r in ok)
     cached = [r["cached_tokens"] for r in ok if r["cached_tokens"] is not None]
     out["cached_prompt_tokens"] = sum(cached) if cached else None

@@ -1,9 +1,12 @@
 """One measured point as an llm-d benchmark report, version 0.2.1 (servelab/export/llmd_schema.py).
 
-A report is made from the point's row of the table (results/EXP/metrics.csv: its figures,
-the mean of its repeats where it has several) and its store record (the server's knobs,
-command, environment, engine version and hardware). Times are in seconds (the table's
-milliseconds / 1000). What maps where: docs/export-and-import.md.
+A report is made from the point's row of the table (results/EXP/metrics.csv), its store
+records (the server's knobs, command, environment, engine version and hardware) and its raw
+results: a latency's statistics are over the point's requests (every repeat's pooled,
+servelab/export/pooled.py), with each repeat's figures beside them; where the raw results
+keep no per-request figures, the table's (a repeated point: the mean of its repeats', and
+the report says so). Times are in seconds (the table's milliseconds / 1000). What maps
+where: docs/export-and-import.md.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import hashlib
 import json
 import math
 
+from servelab.export import pooled as pooling
 from servelab.export.llmd_schema import VERSION
 
 # the table's latency columns -> the report's latency statistics and their units
@@ -141,33 +145,54 @@ def seq_len(row: dict, knobs: dict, knob_names: tuple, total_column: str) -> dic
     return None
 
 
-def client_tool(record: dict) -> tuple[str, str]:
-    """The load generator and its version: the offline benchmark, AIPerf (multi-turn
-    conversations), else the engine's own serving benchmark (of the engine's version)."""
+def total_input_tokens(row: dict, knobs: dict) -> float | None:
+    """The prompts' tokens as the client counted them; else the total less the output tokens
+    (static batching, `vllm bench throughput` counts both together, the latter with a fixed
+    output length a request); None where nothing counted them."""
+    if (found := number(row, "total_input_tokens")) is not None:
+        return found
+    total, out, done = number(row, "total_tokens"), number(row, "total_output_tokens"), number(row, "completed")
+    if total is not None and out is not None:
+        return total - out
+    fixed = next((knobs[k] for k in ("output_len", "random_output_len") if isinstance(knobs.get(k), int)), None)
+    if total is not None and done and fixed is not None:
+        return total - done * fixed
+    return None
+
+
+def client_tool(record: dict, raw: dict | None = None) -> tuple[str, str]:
+    """The load generator and its version: the offline benchmark, AIPerf (its version as its
+    own result says, else as installed), else the engine's own serving benchmark (of the
+    engine's version)."""
     identity, prov = record["identity"], record.get("provenance") or {}
     kind, version = str(identity.get("kind") or ""), str(identity.get("engine_version") or "unknown")
     command = str(prov.get("bench_args") or "").split()
     if kind.startswith("offline:"):
         return OFFLINE_TOOLS.get(kind.split(":", 1)[-1], kind), version
     if command and command[0].rsplit("/", 1)[-1] == "aiperf":
-        return "aiperf", str((prov.get("packages") or {}).get("aiperf") or "unknown")
+        return "aiperf", str((raw or {}).get("client_version") or (prov.get("packages") or {}).get("aiperf")
+                             or "unknown")
     return LOAD_TOOLS.get(identity.get("engine"), f"{identity.get('engine')}-client"), version
 
 
-def load_section(row: dict, record: dict, keys: list[str]) -> dict:
+def load_section(row: dict, record: dict, keys: list[str], raw: dict | None = None, stage: int = 0) -> dict | None:
+    """The load generator and the load; None where nothing counted the prompts' lengths
+    (the schema requires them, and a made-up 0 would be read as a length)."""
     identity, knobs = record["identity"], record["client_knobs"]
-    tool, tool_version = client_tool(record)
+    tool, tool_version = client_tool(record, raw)
     turns = knobs.get("multi_turn") if isinstance(knobs.get("multi_turn"), dict) else None
     if turns:   # conversations: a turn's reply length, and the users at once (a turn's input holds its history)
         knobs = {**knobs, "output_len": turns.get("output_len"), "max_concurrency": turns.get("users")}
     dataset = str(identity.get("dataset") or "")
     source = "random" if any(k.startswith("random_") for k in knobs) or turns or \
         dataset.startswith(("builtin:random", "random")) else "sampled" if dataset else "unknown"
-    isl = seq_len(row, knobs, ("random_input_len", "input_len", "prefix_repetition_prefix_len"), "total_input_tokens")
+    isl = seq_len({**row, "total_input_tokens": total_input_tokens(row, knobs)}, knobs,
+                  ("random_input_len", "input_len", "prefix_repetition_prefix_len"), "total_input_tokens")
     osl = seq_len(row, knobs, ("random_output_len", "output_len", "sharegpt_output_len"), "total_output_tokens")
+    if isl is None:
+        return None
     standardized = {"tool": tool, "tool_version": tool_version, "parallelism": 1,
-                    "source": source, "stage": 0,
-                    "input_seq_len": isl or {"distribution": "other", "value": 0}}
+                    "source": source, "stage": stage, "input_seq_len": isl}
     if osl:
         standardized["output_seq_len"] = osl
     rate = number(row, "request_rate")
@@ -180,7 +205,7 @@ def load_section(row: dict, record: dict, keys: list[str]) -> dict:
     prov = record.get("provenance") or {}
     asked = record["client_knobs"]
     return {"metadata": {"schema_version": "0.0.1", "cfg_id": cfg_id([asked, dataset, identity.get("measurement")]),
-                         "description": f"{tool} at {load_text(asked)}" + ("" if isl else " (input lengths unknown)")},
+                         "description": f"{tool} at {load_text(asked)}"},
             "standardized": standardized,
             "native": {"args": asked, "config": {k: v for k, v in {
                 "bench_args": prov.get("bench_args"), "dataset": dataset or None,
@@ -188,41 +213,74 @@ def load_section(row: dict, record: dict, keys: list[str]) -> dict:
                 "repeats": int(value(row, "repeats") or 1), "point_keys": keys}.items() if v is not None}}}
 
 
-def statistics(row: dict, prefix: str, units: str, scale: float) -> dict | None:
-    """{units, mean, p50, p90, p99} of a latency, None without its mean (the schema requires one)."""
+def statistics(row: dict, prefix: str, units: str, scale: float, requests: dict | None = None) -> dict | None:
+    """A latency's statistics (None without a mean: the schema requires one). Over the point's
+    requests where the raw results keep them (pooled.from_raws): a repeated point's pooled; a
+    single point's the client's own, with the stddev, min and max of its requests. Else the
+    table's: a repeated point's the mean of its repeats' figures."""
+    spread = (requests or {}).get("pooled", {}).get(prefix)
+    if spread and requests["repeats"] > 1:
+        return {"units": units, **{k: v * scale for k, v in spread.items()}}
     found = {s: number(row, f"{prefix}_{s}_ms", scale) for s in STATS}
     if found["mean"] is None:
         return None
-    return {"units": units, **{s: v for s, v in found.items() if v is not None}}
+    out = {"units": units, **{s: v for s, v in found.items() if v is not None}}
+    if spread:
+        out.update({k: spread[k] * scale for k in ("stddev", "min", "max") if k in spread})
+    return out
 
 
-def request_performance(row: dict) -> dict | None:
+def request_performance(row: dict, knobs: dict, requests: dict | None = None) -> dict | None:
     sent = value(row, "prompts_sent")
     completed, failed = value(row, "completed"), value(row, "failed")
-    requests = {}
+    counts = {}
     if completed is not None:   # an offline latency batch counts no requests
-        requests["total"] = int(sent) if sent is not None else int(completed) + int(failed or 0)
+        counts["total"] = int(sent) if sent is not None else int(completed) + int(failed or 0)
         if failed is not None:
-            requests["failures"] = int(failed)
-        for column, name in (("total_input_tokens", "input_length"), ("total_output_tokens", "output_length")):
-            if (total := number(row, column)) is not None and completed:
-                requests[name] = {"units": "count", "mean": total / completed}
+            counts["failures"] = int(failed)
+        for total, name in ((total_input_tokens(row, knobs), "input_length"),
+                            (number(row, "total_output_tokens"), "output_length")):
+            if total is not None and completed:
+                counts[name] = {"units": "count", "mean": total / completed}
     latency = {name: s for lat, (name, units) in LATENCY.items()
-               if (s := statistics(row, lat, units, 1e-3)) is not None}
-    if (mean := number(row, "latency_mean_s")) is not None:   # an offline `vllm bench latency` batch
-        latency["request_latency"] = {"units": "s", "mean": mean, **{
-            s: v for s in ("p50", "p90", "p99") if (v := number(row, f"latency_{s}_s")) is not None}}
+               if (s := statistics(row, lat, units, 1e-3, requests)) is not None}
     throughput = {name: {"units": units, "mean": v} for column, (name, units) in THROUGHPUT.items()
                   if (v := number(row, column)) is not None}
     total, out = number(row, "total_token_throughput_tps"), number(row, "output_throughput_tps")
     if total is not None and out is not None:
         throughput["input_token_rate"] = {"units": "tokens/s", "mean": total - out}
-    aggregate = {**({"requests": requests} if requests else {}), **({"latency": latency} if latency else {}),
+    aggregate = {**({"requests": counts} if counts else {}), **({"latency": latency} if latency else {}),
                  **({"throughput": throughput} if throughput else {})}
     return {"aggregate": aggregate} if aggregate else None
 
 
-def observability(row: dict, label: str) -> dict:
+def batch_latency(row: dict, knobs: dict) -> dict | None:
+    """An offline `vllm bench latency` point: one batch's latency (s) over its iterations,
+    not a request's: it has no place among the request statistics."""
+    if (mean := number(row, "latency_mean_s")) is None:
+        return None
+    return {"batch_size": knobs.get("batch_size"), "iterations": value(row, "samples_latency"), "mean": mean,
+            **{s: v for s in ("p50", "p90", "p99") if (v := number(row, f"latency_{s}_s")) is not None}}
+
+
+def how_computed(row: dict, requests: dict | None) -> str:
+    repeats = int(value(row, "repeats") or 1)
+    if requests and requests.get("pooled"):
+        return (f"over the {requests['requests']} requests of its {repeats} repeats pooled" if repeats > 1
+                else f"the client's, over its {requests['requests']} requests")
+    return f"the mean of its {repeats} repeats' own figures" if repeats > 1 else "the client's"
+
+
+def repeat_figures(requests: dict | None) -> dict:
+    """Each repeat's own latency figures (s), beside the pooled ones: {ttft_p99: [r1, r2, ...]}."""
+    per = (requests or {}).get("per_repeat") or []
+    if len(per) < 2:
+        return {}
+    return {f"{lat}_{s}": [r[lat][s] / 1000 for r in per] for lat in LATENCY for s in STATS
+            if all(lat in r for r in per)}
+
+
+def observability(row: dict, label: str, knobs: dict | None = None, requests: dict | None = None) -> dict:
     """The engine's counters over the point: the prefix-cache hit rate where the schema has a
     statistic for it, every counter under `engine_counters` (observability takes keys of a
     tool's own); how servelab judged the point under `servelab_point`."""
@@ -242,7 +300,8 @@ def observability(row: dict, label: str) -> dict:
               "window": value(row, "window"), "repeats": int(value(row, "repeats") or 1),
               "ci95_s": {c[:-8].replace("_ms", "_s"): v / 1000 for c in row if c.endswith("_ms_ci95")
                          if (v := number(row, c)) is not None},
-              "steady_window": steady(row),
+              "steady_window": steady(row), "latency_statistics": how_computed(row, requests),
+              "repeat_figures_s": repeat_figures(requests), "batch_latency_s": batch_latency(row, knobs or {}),
               "peak_rss_gib": number(row, "peak_rss_gib"), "peak_gpu_mem_gib": number(row, "peak_gpu_mem_gib")}
     out["servelab_point"] = {k: v for k, v in judged.items() if v not in (None, "", {})}
     return out
@@ -270,10 +329,14 @@ def component_health(record: dict, label: str) -> list[dict]:
              **({"total_restarts": restarts} if "restarts" in replica else {}), "replica_health": [replica]}]
 
 
-def report(row: dict, records: list[dict]) -> dict:
-    """The report of one table row (`records`: its repeats' store records, the first's facts)."""
+def report(row: dict, records: list[dict], raws: list[dict] | None = None, stage: int = 0) -> dict:
+    """The report of one table row (`records`: its repeats' store records, the first's facts;
+    `raws`: their raw results where the store has them; `stage`: its place among its server
+    point's loads)."""
     record = records[0]
     keys = [r["key"] for r in records]
+    knobs = record["client_knobs"]
+    requests = pooling.from_raws(raws) if raws else None
     components = stack(row, record, f"{record['identity'].get('engine')}-{record['server_point']}")
     # the engine whose counters the point reports: a P/D pair's decode server (NIXL's transfers land there)
     label = next((c["metadata"]["label"] for c in components if c["standardized"].get("role") == "decode"),
@@ -284,15 +347,18 @@ def report(row: dict, records: list[dict]) -> dict:
              else "" if valid in (None, True) or valid == 1 else f"invalid ({value(row, 'invalid_reason')})")
     run = {"uid": "+".join(keys), "eid": f"servelab:{record['experiment']}",
            "description": f"{record['identity'].get('model')} [{record['experiment']}/{record['server_point']}, "
-                          f"{load_text(record['client_knobs'])}]" + (f" {state}" if state else ""),
+                          f"{load_text(knobs)}]" + (f" {state}" if state else ""),
            "keywords": ["servelab", record["experiment"], *(["failed"] if failure else ["invalid"] if state else [])]}
     if (duration := number(row, "duration_s")) is not None:
         run["time"] = {"duration": f"PT{duration:.3f}S"}
     results = {}
-    if not failure and (perf := request_performance(row)) is not None:
+    if not failure and (perf := request_performance(row, knobs, requests)) is not None:
         results["request_performance"] = perf
-    results["observability"] = observability(row, label)
+    results["observability"] = observability(row, label, knobs, requests)
     results["component_health"] = component_health(record, label)
+    load = load_section(row, record, keys, raws[0] if raws else None, stage)
+    if load is None:   # the client knobs stay in the report
+        results["observability"]["servelab_point"]["load_without_lengths"] = knobs
     return {"version": VERSION, "run": run,
-            "scenario": {"stack": components, "load": load_section(row, record, keys)},
+            "scenario": {"stack": components, **({"load": load} if load else {})},
             "results": results}

@@ -1,23 +1,27 @@
 """`servelab export RESULTS_DIR --format llmd-0.2.1 --out DIR`: every measured point of an
 experiment (results/EXP) or of every experiment under results/ as an llm-d benchmark
-report, one JSON file a point, each validated against the 0.2.1 schema before any is written.
+report, one YAML file a point where llm-d-benchmark's analysis looks for them
+(servelab/export/llmd_layout.py), each validated against the 0.2.1 schema before any is written.
 
 The points are the table's rows (results/EXP/metrics.csv; rebuilt from the session views
 and the store where the table is not there yet); each row's facts come from its store
-records. A point whose record is missing, or a report the schema refuses, stops the export
-naming the file, and nothing is written: the reports appear together or not at all.
+records, a repeated point's percentiles from its repeats' requests (servelab/export/pooled.py).
+A point whose record is missing, a report the schema refuses, or an `--out` that would
+replace what the export did not write (servelab/export/export_folder.py) stops the export
+naming why, and nothing is written: the reports appear together or not at all.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 from pathlib import Path
 
-from servelab.atomic import atomic_path
-from servelab.export import llmd, llmd_schema
+import yaml
+
+from servelab.export import export_folder, llmd, llmd_layout, llmd_schema
+from servelab.raw_result import raw_file, read_raw
 
 FORMATS = ("llmd-0.2.1",)
 
@@ -77,60 +81,68 @@ def records_of(exp_dir: Path, row: dict) -> list[dict]:
     return records
 
 
-def file_name(row: dict, record: dict, swept: set[str], taken: set[str]) -> str:
-    """SERVER_POINT[__KNOB=VALUE,...] of the client knobs that differ between the experiment's points."""
-    knobs = {k: v for k, v in record["client_knobs"].items() if k in swept}
-    stem = re.sub(r"[^A-Za-z0-9=._-]+", "_", f"{row['server_point']}"
-                  + (f"__{llmd.load_text(knobs)}" if knobs else "")).strip("_")[:150]
-    name, n = f"{stem}.json", 1
-    while name in taken:
-        n += 1
-        name = f"{stem}.{n}.json"
-    taken.add(name)
-    return name
+def raws_of(exp_dir: Path, records: list[dict]) -> list[dict] | None:
+    """The repeats' raw results; None where the store keeps none (a failed point)."""
+    raws = []
+    for record in records:
+        point = exp_dir / "store" / record["key"]
+        if raw_file(point) is None:
+            return None
+        try:
+            raws.append(read_raw(point))
+        except (OSError, ValueError, EOFError) as err:   # gzip.BadGzipFile is an OSError
+            raise ExportError(f"{raw_file(point)} is not a readable raw result: {err}") from err
+    return raws
 
 
 def reports(exp_dir: Path) -> dict[str, dict]:
-    """{file name: report} of every row of the experiment's table, each validated."""
+    """{path within the experiment's folder: report} of every row of its table, each validated."""
     rows = table_rows(exp_dir)
     records = [records_of(exp_dir, row) for row in rows]
     knobs = [r[0]["client_knobs"] for r in records]
     swept = {k for point in knobs for k in point if any(point.get(k) != other.get(k) for other in knobs)}
+    loads = [llmd.load_text({k: v for k, v in k_.items() if k in swept}) if swept else "" for k_ in knobs]
+    paths = llmd_layout.report_paths([(str(row["server_point"]), load) for row, load in zip(rows, loads)])
     out = {}
-    for row, records in zip(rows, records):
-        name = file_name(row, records[0], swept, set(out))
-        report = llmd.report(row, records)
+    for row, recs, path in zip(rows, records, paths):
+        stage = int(llmd_layout.STAGE_PATTERN.match(path.rsplit("/", 1)[-1]).group(1))
+        report = llmd.report(row, recs, raws_of(exp_dir, recs), stage=stage)
         try:
             json.dumps(report, allow_nan=False)
         except (TypeError, ValueError) as err:   # JSON holds no NaN or infinity, nor objects of Python's
-            raise ExportError(f"the report of {exp_dir.name}/{row['server_point']} ({name}) is not JSON: {err}") from err
+            raise ExportError(f"the report of {exp_dir.name}/{row['server_point']} ({path}) is not JSON: {err}") from err
         if problems := llmd_schema.errors(report):
-            raise ExportError(f"the report of {exp_dir.name}/{row['server_point']} ({name}) breaks the llm-d "
+            raise ExportError(f"the report of {exp_dir.name}/{row['server_point']} ({path}) breaks the llm-d "
                               f"{llmd_schema.VERSION} schema: " + "; ".join(problems[:5]))
-        out[name] = report
+        out[path] = report
     return out
 
 
+def as_yaml(report: dict) -> str:
+    return yaml.safe_dump(report, sort_keys=False, allow_unicode=True, width=120)
+
+
 def export(results_dir: str | Path, out: str | Path) -> dict[str, int]:
-    """Write every experiment's reports under `out` (out/EXP/*.json where several experiments
-    are exported, else out/*.json); {experiment: reports written}."""
+    """Write every experiment's reports under `out` (out/EXP/SERVER_POINT/ where several
+    experiments are exported, else out/SERVER_POINT/); {experiment: reports written}."""
     results_dir, out = Path(results_dir), Path(out)
     exp_dirs = experiment_dirs(results_dir)
+    try:
+        export_folder.check_out(out, [results_dir, *exp_dirs])
+    except export_folder.UnsafeOut as err:
+        raise ExportError(str(err)) from err
     made = {d.name: reports(d) for d in exp_dirs}   # all built and validated before any is written
-    with atomic_path(out) as tmp:
-        for exp, files in made.items():
-            folder = tmp / exp if len(exp_dirs) > 1 else tmp
-            folder.mkdir(parents=True, exist_ok=True)
-            for name, report in files.items():
-                (folder / name).write_text(json.dumps(report, indent=2, allow_nan=False) + "\n")
-    return {exp: len(files) for exp, files in made.items()}
+    files = {(f"{exp}/{path}" if len(exp_dirs) > 1 else path): as_yaml(report)
+             for exp, found in made.items() for path, report in found.items()}
+    export_folder.write_folder(out, files)
+    return {exp: len(found) for exp, found in made.items()}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="servelab export", description=__doc__.split("\n\n")[0])
     parser.add_argument("results_dir", type=Path, help="results/EXP (one experiment) or results/ (each one)")
     parser.add_argument("--format", choices=FORMATS, default=FORMATS[0])
-    parser.add_argument("--out", type=Path, required=True, help="the folder of reports (replaced whole)")
+    parser.add_argument("--out", type=Path, required=True, help="a new folder, or one an earlier export made (replaced whole)")
     args = parser.parse_args(argv)
     try:
         written = export(args.results_dir, args.out)

@@ -202,11 +202,13 @@ def export_reports(exp_dir: Path, out: Path) -> int:
 
 def check_reports(root: Path) -> int:
     """Every archived llm-d report against the schema; how many."""
-    from servelab.export import llmd_schema
+    import yaml
 
-    reports = sorted(root.glob("results/*/export/llmd/*.json"))
+    from servelab.export import llmd_layout, llmd_schema
+
+    reports = sorted(root.glob(f"results/*/export/llmd/*/{llmd_layout.PREFIX}*{llmd_layout.SUFFIX}"))
     for path in reports:
-        if problems := llmd_schema.errors(json.loads(path.read_text())):
+        if problems := llmd_schema.errors(yaml.safe_load(path.read_text())):
             raise ArchiveError(f"{path.relative_to(root)} breaks the llm-d {llmd_schema.VERSION} schema: "
                                + "; ".join(problems[:5]))
     return len(reports)

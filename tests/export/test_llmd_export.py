@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import yaml
 
 from servelab import cli
 from servelab.analysis import metrics
@@ -22,7 +23,9 @@ pytestmark = pytest.mark.quiet_host
 
 
 def reports_in(folder: Path) -> dict[str, dict]:
-    return {p.name: json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))}
+    """{SERVER_POINT/FILE: report} of an export's folder (its YAML reports, as llm-d names them)."""
+    return {str(p.relative_to(folder)): yaml.safe_load(p.read_text())
+            for p in sorted(folder.glob("**/benchmark_report_v0.2,_*.yaml"))}
 
 
 def mismatches(reports: dict[str, dict], table: pd.DataFrame) -> list[str]:
@@ -58,7 +61,7 @@ def test_a_recorded_h100_run_exports_every_point_valid_and_equal_to_its_table(tm
     assert {n: llmd_schema.errors(r) for n, r in reports.items()} == {n: [] for n in reports}
     table = metrics.table(sorted((WEEK12_H100 / "sessions").glob("*.json")), WEEK12_H100 / "store")
     assert mismatches(reports, table) == []
-    report = reports["model=llama31_8b_fp8.json"]
+    report = reports["model=llama31_8b_fp8/benchmark_report_v0.2,_stage_0.yaml"]
     engine = report["scenario"]["stack"][0]
     assert engine["standardized"]["tool"] == "vllm" and engine["standardized"]["tool_version"] == "0.26.0"
     assert engine["standardized"]["accelerator"] == {"model": "NVIDIA H100 80GB HBM3", "count": 1,
@@ -75,10 +78,10 @@ def test_a_table_of_repeats_exports_their_mean_with_every_repeat_named(tmp_path)
     export(PHI4_H200, tmp_path / "llmd")
     reports = reports_in(tmp_path / "llmd")
     table = pd.read_csv(PHI4_H200 / "metrics.csv")
-    assert sorted(reports) == sorted(f"{sp}.json" for sp in table["server_point"])
+    assert sorted(reports) == sorted(f"{sp}/benchmark_report_v0.2,_stage_0.yaml" for sp in table["server_point"])
     assert [e for r in reports.values() for e in llmd_schema.errors(r)] == []
     assert mismatches(reports, table) == []
-    report = reports["seqs128_fp8kv.json"]
+    report = reports["seqs128_fp8kv/benchmark_report_v0.2,_stage_0.yaml"]
     assert len(report["scenario"]["load"]["native"]["config"]["point_keys"]) == 3
     assert report["results"]["observability"]["servelab_point"]["repeats"] == 3
     row = table.set_index("server_point").loc["seqs128_fp8kv"]
@@ -123,7 +126,7 @@ def test_a_failed_point_is_a_valid_report_that_says_so(tmp_path):
     view.write_text(json.dumps([record]))
     (results / "store" / key / "bench.json").unlink()
     export(results, tmp_path / "llmd")
-    report = reports_in(tmp_path / "llmd")["model=llama31_8b_awq.json"]
+    report = reports_in(tmp_path / "llmd")["model=llama31_8b_awq/benchmark_report_v0.2,_stage_0.yaml"]
     assert llmd_schema.errors(report) == []
     assert "request_performance" not in report["results"]
     assert "failed" in report["run"]["keywords"]
@@ -191,8 +194,8 @@ def test_the_cli_exports_every_experiment_under_results(tmp_path, capsys):
     shutil.copytree(PHI4_H200, results / "study_phi4_path")
     assert cli.main(["export", str(results), "--format", "llmd-0.2.1", "--out", str(tmp_path / "all")]) == 0
     assert "7 report(s)" in capsys.readouterr().out
-    assert len(list((tmp_path / "all/week12").glob("*.json"))) == 3
-    assert len(list((tmp_path / "all/study_phi4_path").glob("*.json"))) == 4
+    assert len(reports_in(tmp_path / "all/week12")) == 3
+    assert len(reports_in(tmp_path / "all/study_phi4_path")) == 4
     with pytest.raises(ExportError, match="holds no experiment"):
         llmd_export.export(tmp_path / "all", tmp_path / "none")
 
@@ -211,12 +214,38 @@ def test_an_offline_point_exports_what_its_benchmark_measured(bench_file, tool, 
     load = report["scenario"]["load"]["standardized"]
     assert load["tool"] == f"vllm-bench-{tool}" and load["input_seq_len"] == {"distribution": "fixed", "value":
                                                                                knobs["input_len"]}
-    aggregate = report["results"]["request_performance"]["aggregate"]
-    if tool == "latency":   # one batch's latency, in s; no requests counted
-        assert aggregate["latency"]["request_latency"]["mean"] == bench["avg_latency"] and "requests" not in aggregate
+    if tool == "latency":   # one batch's latency over its iterations, in s: not a request's, no requests counted
+        assert "request_performance" not in report["results"]
+        batch = report["results"]["observability"]["servelab_point"]["batch_latency_s"]
+        assert batch == {"batch_size": 8, "iterations": len(bench["latencies"]), "mean": bench["avg_latency"],
+                         **{f"p{p}": bench["percentiles"][p] for p in ("50", "90", "99")}}
     else:
+        aggregate = report["results"]["request_performance"]["aggregate"]
         assert aggregate["requests"]["total"] == bench["num_requests"]
         assert aggregate["throughput"]["request_rate"] == {"units": "queries/s", "mean": bench["requests_per_second"]}
+        assert "batch_latency_s" not in report["results"]["observability"]["servelab_point"]
+
+
+def test_input_lengths_are_what_was_counted_never_a_made_up_zero():
+    record = json.loads(next((WEEK12_H100 / "store").glob("*/record.json")).read_text())
+    bench = json.loads((DATA / "vllm_bench_throughput.json").read_text())
+    # `vllm bench throughput` counts prompt and output tokens together: with a fixed output length
+    # a request, the prompts' tokens are the total less the outputs'
+    record["identity"]["kind"], record["client_knobs"] = "offline:throughput", {"num_prompts": 40, "output_len": 32}
+    report = llmd.report(metrics.point_row(record, bench), [record])
+    want = (bench["total_num_tokens"] - 40 * 32) / 40
+    assert report["scenario"]["load"]["standardized"]["input_seq_len"] == {"distribution": "other", "value": want}
+    assert report["results"]["request_performance"]["aggregate"]["requests"]["input_length"]["mean"] == want
+    # static batching (servelab.engines.hf_static) counts the outputs apart
+    row = {**metrics.point_row(record, bench), "total_output_tokens": 1000}
+    record["client_knobs"] = {"num_prompts": 40}
+    report = llmd.report(row, [record])
+    assert report["scenario"]["load"]["standardized"]["input_seq_len"]["value"] == (bench["total_num_tokens"] - 1000) / 40
+    # nothing counted them: no load section with a 0 in it; the knobs stay in the report
+    row.pop("total_output_tokens")
+    report = llmd.report(row, [record])
+    assert "load" not in report["scenario"] and llmd_schema.errors(report) == []
+    assert report["results"]["observability"]["servelab_point"]["load_without_lengths"] == {"num_prompts": 40}
 
 
 def test_a_pd_pair_is_its_prefill_decode_and_router_with_the_transfers_counted(tmp_path):

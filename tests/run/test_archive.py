@@ -52,7 +52,8 @@ def test_build_verify_rebuild_round_trip(project, tmp_path):
     checked = archive.verify(out, tmp_path / "check")
     assert checked == {"checked": summary["files"], "reports": 3, "tables": 1, "rows": 3, "figures": 1}
     # each point as an llm-d benchmark report beside the table (servelab/export/)
-    assert sum(n.startswith("results/week12/export/llmd/") and n.endswith(".json") for n in names) == 3
+    assert sum(n.startswith("results/week12/export/llmd/") and "/benchmark_report_v0.2,_" in n and n.endswith(".yaml")
+               for n in names) == 3
     rebuilt = pd.read_csv(tmp_path / "check/rebuilt/week12/metrics.csv")
     assert list(rebuilt["output_throughput_tps"]) == list(pd.read_csv(work / "results/week12/metrics.csv")[
         "output_throughput_tps"])

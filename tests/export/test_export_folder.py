@@ -1,0 +1,127 @@
+"""Where an export may write (servelab/export/export_folder.py) and what it names its files
+(llmd_layout.py): every bad `--out` tried on a copy of real results is refused with one line
+and touches no file; an export appears whole or not at all; llm-d-benchmark's own globs find
+every report."""
+import hashlib
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from servelab import cli
+from servelab.export import export_folder, llmd_layout
+from servelab.export.llmd_export import ExportError, export
+
+DATA = Path(__file__).parents[1] / "data"
+WEEK12_H100 = DATA / "recorded_gpu/week12_h100"
+PHI4_H200 = DATA / "recorded_gpu/h200_20261129d_path_whole/study_phi4_path"
+
+
+def snapshot(root: Path) -> dict[str, str]:
+    """{path: sha256} of every file under root (what an export must not touch)."""
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture
+def project(tmp_path) -> Path:
+    """A copy of two experiments' results, and a folder of the user's own beside them."""
+    shutil.copytree(WEEK12_H100, tmp_path / "results/week12")
+    shutil.copytree(PHI4_H200, tmp_path / "results/study_phi4_path")
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes/paper.tex").write_text("\\section{Results}\n")
+    (tmp_path / "plain.txt").write_text("mine\n")
+    return tmp_path
+
+
+def bad_outs(p: Path) -> list[tuple[str, str, str]]:
+    """(exported folder, --out, what the refusal says) for every --out that would lose data."""
+    return [
+        ("results/week12", "results/week12", "is the results folder being exported"),
+        ("results/week12", "results", "holds the results folder"),
+        ("results", "results", "is the results folder being exported"),
+        ("results", ".", "holds the results folder"),
+        ("results/week12", ".", "holds the results folder"),
+        ("results/week12", "results/study_phi4_path", "holds the results folder"),   # another experiment
+        ("results/week12", "results/week12/store", "which only the workflow writes"),
+        ("results/week12", "results/week12/sessions/new", "which only the workflow writes"),
+        ("results/week12", "notes", "did not make"),
+        ("results/week12", "plain.txt", "is a file"),
+    ]
+
+
+def test_every_bad_out_is_refused_in_one_line_and_touches_nothing(project, capsys):
+    before = snapshot(project)
+    os.chdir(project)
+    for exported, out, why in bad_outs(project):
+        with pytest.raises(ExportError, match=why):
+            export(project / exported, project / out)
+        assert cli.main(["export", exported, "--out", out]) == 1
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and why in err and "Traceback" not in err, (exported, out, err)
+        assert snapshot(project) == before, f"export {exported} --out {out} touched files"
+    assert not [p for p in project.rglob(".*tmp*")]
+
+
+def test_an_earlier_export_is_replaced_but_not_a_file_the_user_put_in_it(project):
+    out = project / "results/week12/export/llmd"   # inside the results folder, where rule export_llmd writes
+    assert export(project / "results/week12", out) == {"week12": 3}
+    export(project / "results/week12", out)          # its own earlier export: replaced whole
+    assert (out / export_folder.MANIFEST).is_file()
+    (out / "model=llama31_8b/my-analysis.ipynb").write_text("{}")
+    before = snapshot(project)
+    with pytest.raises(ExportError, match="1 file.* an earlier export did not write .*my-analysis.ipynb"):
+        export(project / "results/week12", out)
+    assert snapshot(project) == before
+
+
+def test_an_export_that_fails_halfway_leaves_the_earlier_one_whole(project, monkeypatch):
+    out = project / "llmd"
+    export(project / "results", out)
+    before = snapshot(out)
+    calls = []
+
+    def dies_on_the_third(path, text):   # the disk fills up while the reports are written
+        calls.append(path)
+        if len(calls) == 3:
+            raise OSError(28, "No space left on device")
+        Path.write_text(path, text)
+
+    monkeypatch.setattr(export_folder, "write_file", dies_on_the_third)
+    with pytest.raises(OSError, match="No space left"):
+        export(project / "results", out)
+    assert snapshot(out) == before and len(calls) == 3
+    assert not list(project.glob(".llmd.*"))
+    calls.clear()
+    with pytest.raises(OSError):
+        export(project / "results", project / "new")
+    assert not (project / "new").exists()   # never a folder that holds half the reports
+
+
+def test_llm_ds_own_globs_find_every_report_and_its_stage(project):
+    out = project / "all"
+    written = export(project / "results", out)
+    everything = sorted(p for p in out.rglob("*.yaml"))
+    assert len(everything) == sum(written.values()) == 7
+    treatments = [d for exp in out.iterdir() if exp.is_dir() for d in exp.iterdir() if d.is_dir()]
+    for source, base, pattern in llmd_layout.LLMD_GLOBS:
+        if base == "export":
+            found = sorted(out.glob(pattern))
+        else:   # each treatment (a server point's folder) globbed on its own, as cross_treatment does
+            found = sorted(p for d in treatments for p in d.glob(pattern))
+        assert found == everything, source
+    for path in everything:
+        report = yaml.safe_load(path.read_text())
+        stage = int(llmd_layout.STAGE_PATTERN.match(path.name).group(1))
+        assert report["scenario"]["load"]["standardized"]["stage"] == stage
+
+
+def test_a_server_points_loads_are_its_stages_in_the_tables_order():
+    paths = llmd_layout.report_paths([("base", "request_rate=1"), ("base", "request_rate=4"),
+                                      ("fp8 kv", "request_rate=1"), ("base", "request_rate=inf")])
+    assert paths == ["base/benchmark_report_v0.2,_stage_0_request_rate=1.yaml",
+                     "base/benchmark_report_v0.2,_stage_1_request_rate=4.yaml",
+                     "fp8_kv/benchmark_report_v0.2,_stage_0_request_rate=1.yaml",
+                     "base/benchmark_report_v0.2,_stage_2_request_rate=inf.yaml"]

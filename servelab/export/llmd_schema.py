@@ -6,13 +6,20 @@ llm-d/llm-d-benchmark, `llmdbenchmark/analysis/benchmark_report/` (`schema_v0_2.
 8bc9f1ddd873a24f1657d6cca2e0d0fb6947dd36 (2026-08-21; the 0.2.1 schema last changed in
 d61bdbc85f00a6ddde791e805fc5f1b300cd88f3). What those models enforce is enforced here:
 unknown keys refused wherever they set `extra="forbid"` (everywhere but `observability` and
-a `generic` component), the required fields, the bounds (`ge`, `gt`), the enumerations,
-and each Statistics' units as their unit validators allow them per field. Sections servelab
-never writes (time series, session performance, multi-modal payloads, pod start-up times,
-replica status, profiling) are checked as objects only.
+a `generic` component; a Statistics ignores keys of its own), the required fields, the
+bounds (`ge`, `gt`), the enumerations, and each Statistics' units as their unit validators
+allow them per field. What pydantic's lax mode takes, this takes too: numbers as numeric
+strings or booleans, a whole float where an integer belongs, "yes"/"no" and their kin as
+booleans, a time as ISO 8601 or a Unix time; and it refuses a time that is neither
+("yesterday"). tests/data/llmd_corpus holds the edge cases with llm-d's own verdicts.
+Sections servelab never writes (time series, session performance, multi-modal payloads,
+pod start-up times, replica status, profiling) are checked as objects only.
 """
 
 from __future__ import annotations
+
+import datetime
+import re
 
 VERSION = "0.2.1"
 SOURCE = ("llm-d/llm-d-benchmark@8bc9f1ddd873a24f1657d6cca2e0d0fb6947dd36:"
@@ -34,7 +41,7 @@ ALL_UNITS = sorted({*QUANTITY, *PORTION, "ratio", *TIME, *MEMORY, "Mbit/s", "Gbi
 NUMBER = {"type": "number"}
 STRING = {"type": "string"}
 OBJECT = {"type": "object"}
-DATETIME = {"type": "string", "format": "date-time"}
+DATETIME = {"type": ["string", "number"], "format": "date-time"}
 PERCENTILES = ("mode", "min", "p0p1", "p1", "p5", "p10", "p25", "p50", "p75", "p90", "p95", "p99", "p99p9", "max")
 
 
@@ -49,9 +56,11 @@ def integer(minimum: int | None = None) -> dict:
 
 
 def stats(units: list[str] = ALL_UNITS) -> dict:
-    """schema_v0_2.Statistics: units and mean required; the units those of its field."""
-    return closed({"units": {"enum": units}, "mean": NUMBER, "stddev": {"type": "number", "minimum": 0},
-                   **{p: NUMBER for p in PERCENTILES if p != "stddev"}}, required=("units", "mean"))
+    """schema_v0_2.Statistics: units and mean required; the units those of its field; keys
+    of its own ignored (it sets no `extra="forbid"`)."""
+    return {**closed({"units": {"enum": units}, "mean": NUMBER, "stddev": {"type": "number", "minimum": 0},
+                      **{p: NUMBER for p in PERCENTILES if p != "stddev"}}, required=("units", "mean")),
+            "additionalProperties": True}
 
 
 def native() -> dict:
@@ -93,8 +102,8 @@ LOAD = closed({
                                                                  "num_prefixes")),
         "multi_turn": closed({"enabled": {"type": "boolean"}, "max_turns": SEQUENCE_LENGTH}),
         "rate_qps": {"type": "number", "exclusiveMinimum": 0},
-        # an integer, or .inf (which JSON cannot hold: servelab leaves an unbounded concurrency out)
-        "concurrency": integer(1),
+        # an integer, or .inf (YAML holds it, JSON cannot: servelab leaves an unbounded concurrency out)
+        "concurrency": {"anyOf": [integer(1), {"const": float("inf")}]},
     }, required=("tool", "tool_version", "source", "input_seq_len")),
     "native": native(),
 }, required=("metadata", "standardized", "native"))
@@ -159,10 +168,68 @@ SCHEMA = {
 }
 
 
+# pydantic's lax mode: what it turns into a number, an integer, a boolean
+NUMERIC = re.compile(r"\s*[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?\s*")
+INTEGRAL = re.compile(r"\s*[+-]?\d+(\.0*)?\s*")
+TRUTHY = {"1", "on", "t", "true", "y", "yes"}
+FALSY = {"0", "off", "f", "false", "n", "no"}
+
+
+def as_number(value):
+    return float(value) if isinstance(value, str) else value
+
+
+def is_number(_checker, value) -> bool:
+    return isinstance(value, (int, float)) or (isinstance(value, str) and NUMERIC.fullmatch(value) is not None)
+
+
+def is_integer(_checker, value) -> bool:
+    if isinstance(value, float):
+        return value.is_integer()
+    return isinstance(value, int) or (isinstance(value, str) and INTEGRAL.fullmatch(value) is not None)
+
+
+def is_boolean(_checker, value) -> bool:
+    return isinstance(value, bool) or value in (0, 1) or \
+        (isinstance(value, str) and value.strip().lower() in TRUTHY | FALSY)
+
+
+def is_datetime(value) -> bool:
+    """An ISO 8601 date and time (`T` or a space between), or a Unix time, as pydantic parses them."""
+    if isinstance(value, (int, float)) or (isinstance(value, str) and NUMERIC.fullmatch(value)):
+        return True
+    try:
+        datetime.datetime.fromisoformat(value)
+        return True
+    except (TypeError, ValueError):
+        return False
+
+
+def validator_class():
+    """Draft 2020-12 with pydantic's lax types, and bounds that read numeric strings."""
+    import jsonschema
+    from jsonschema import validators
+
+    base = jsonschema.Draft202012Validator
+
+    def bound(op, text):
+        def check(validator, limit, instance, _schema):
+            if validator.is_type(instance, "number") and not op(as_number(instance), limit):
+                yield jsonschema.ValidationError(f"{instance!r} is {text} {limit}")
+        return check
+
+    types = base.TYPE_CHECKER.redefine_many({"number": is_number, "integer": is_integer, "boolean": is_boolean})
+    return validators.extend(base, type_checker=types, validators={
+        "minimum": bound(lambda v, m: v >= m, "less than the minimum of"),
+        "exclusiveMinimum": bound(lambda v, m: v > m, "less than or equal to the minimum of")})
+
+
 def errors(report: dict) -> list[str]:
     """Every way `report` breaks the schema, each as `path: message` (none: it validates)."""
     import jsonschema
 
-    validator = jsonschema.Draft202012Validator(SCHEMA)
+    checker = jsonschema.FormatChecker(formats=())
+    checker.checks("date-time")(is_datetime)
+    validator = validator_class()(SCHEMA, format_checker=checker)
     return [f"{'/'.join(map(str, e.absolute_path)) or '(root)'}: {e.message}"
             for e in sorted(validator.iter_errors(report), key=lambda e: list(map(str, e.absolute_path)))]

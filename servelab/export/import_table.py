@@ -26,9 +26,10 @@ def imported_table(files: list[Path], *, name: str | None, experiment: str, besi
     """The imported rows, after the rows of `beside` (a servelab table) where given."""
     import pandas as pd
 
+    labels = point_labels(files)
     rows = [import_file(f, experiment=experiment,
-                        server_point=name if name and len(files) == 1 else f"{name or 'imported'}:{Path(f).stem}")
-            for f in files]
+                        server_point=name if name and len(files) == 1 else f"{name or 'imported'}:{label}")
+            for f, label in zip(files, labels)]
     imported = pd.DataFrame(rows)
     if beside is None:
         return imported
@@ -40,6 +41,15 @@ def imported_table(files: list[Path], *, name: str | None, experiment: str, besi
         raise ImportFailed(f"{beside} already has the configuration(s) {sorted(clash)}: name the import otherwise "
                            f"(--name)")
     return pd.concat([own, imported[[c for c in imported.columns]]], ignore_index=True, sort=False)
+
+
+def point_labels(files: list[Path]) -> list[str]:
+    """Each file's name without its suffixes; with its folder where names repeat (llm-d's
+    reports are all `benchmark_report_v0.2,_stage_N.yaml`, a folder a configuration)."""
+    stems = [Path(f).name.split(".json")[0].split(".yaml")[0] for f in files]
+    if len(set(stems)) == len(stems):
+        return stems
+    return [f"{Path(f).parent.name}/{stem}" for f, stem in zip(files, stems)]
 
 
 def load_knobs_of(table) -> list[str]:
@@ -71,7 +81,8 @@ def run(files: list[Path], out: Path, *, name: str | None = None, experiment: st
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="servelab import", description=__doc__.split("\n\n")[0])
-    parser.add_argument("files", nargs="+", type=Path, help="vllm bench serve JSON or profile_export_aiperf.json")
+    parser.add_argument("files", nargs="+", type=Path, help="vllm bench serve JSON (plain or .gz), AIPerf's "
+                                                            "profile_export_aiperf.json, or llm-d 0.2.1 reports")
     parser.add_argument("--out", type=Path, required=True, help="the table to write (CSV)")
     parser.add_argument("--name", help="the imported run's configuration name (server_point column)")
     parser.add_argument("--experiment", help="the experiment column (default: --beside's experiment, or 'imported')")
@@ -85,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
         result = run(args.files, args.out, name=args.name, experiment=args.experiment, beside=args.beside,
                      comparisons_out=args.comparisons, baseline=args.baseline, load_knobs=args.load_knobs)
     except (ImportFailed, ValueError) as err:
-        print(f"servelab import: FAILED, nothing written: {err}", file=sys.stderr)
+        print(f"servelab import: FAILED, nothing written: {' '.join(str(err).split())}", file=sys.stderr)
         return 1
     print(f"servelab import: {result['imported']} run(s) imported; {args.out} holds {result['rows']} row(s)"
           + (f"; {result['comparisons']} comparison(s) in {args.comparisons}" if args.comparisons else ""))

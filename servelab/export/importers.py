@@ -1,24 +1,33 @@
 """Runs made by other tools as rows of servelab's table (the columns of results/EXP/metrics.csv
 where they mean the same thing), so that they go on the same figure and into the comparisons.
 
-    vllm bench serve --save-result        its saved JSON: the very file servelab's own points
-                                          keep, read by servelab.analysis.metrics.bench_row
+    vllm bench serve --save-result        its saved JSON, plain or gzipped: the very file
+                                          servelab's own points keep (store/KEY/bench.json.gz),
+                                          read by servelab.analysis.metrics.bench_row
     AIPerf profile_export_aiperf.json      its aggregate statistics, each with its unit; the shape
                                           read from ai-dynamo/aiperf's JsonExportData
                                           (aiperf/common/models/export_models.py: 1.x at commit
                                           db4f6397d11ee2d4cfbb41f70b2327315163dcf0, schema 1.4 in
-                                          the PyPI release 0.13.0)
+                                          the PyPI release 0.13.0; 0.10's without total_isl); a
+                                          run whose every request failed is a row of 0 completed
+    an llm-d benchmark report 0.2.1        YAML or JSON: servelab's own export, or llm-d's
+                                          (servelab/export/llmd_import.py)
 
-A file of the wrong shape is refused naming the file and what it lacks.
+A file that is not one of these, or holds a string where a number belongs, is refused in one
+line naming the file and what is wrong; nothing is written.
 """
 
 from __future__ import annotations
 
+import gzip
 import json
+import zlib
 from pathlib import Path
 
+import yaml
+
 from servelab.analysis import checks
-from servelab.analysis.metrics import LATENCIES, STATS, bench_row, requested_rate
+from servelab.analysis.metrics import LATENCIES, SCALARS, STATS, bench_row, requested_rate
 
 
 class ImportFailed(ValueError):
@@ -36,23 +45,72 @@ TO_MS = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "sec": 1e3, "s": 1e3}
 AIPERF_STATS = {"mean": "avg", "p50": "p50", "p90": "p90", "p99": "p99"}
 
 
-def read_json(path: Path) -> dict:
+def file_text(path: Path) -> str:
+    """The file's text, gunzipped where it is gzip; refused where it is no file, empty or damaged."""
+    if path.is_dir():
+        raise ImportFailed(f"{path} is a directory, not a result file: name the file in it "
+                           f"(e.g. {path}/profile_export_aiperf.json)")
     try:
-        data = json.loads(Path(path).read_text())
+        data = path.read_bytes()
     except FileNotFoundError as err:
         raise ImportFailed(f"{path}: no such file") from err
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise ImportFailed(f"{path} is not JSON: {err}") from err
+    except OSError as err:
+        raise ImportFailed(f"{path} cannot be read: {err.strerror or err}") from err
+    if data[:2] == b"\x1f\x8b":
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError, zlib.error) as err:
+            raise ImportFailed(f"{path} is a damaged gzip file ({err})") from err
+    if not data.strip():
+        raise ImportFailed(f"{path} is empty")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise ImportFailed(f"{path} is not text (neither JSON nor YAML, nor gzip): byte {err.start} "
+                           f"is {data[err.start:err.start + 1]!r}") from err
+
+
+def read_json(path: Path) -> dict:
+    """A result file's object: JSON, or YAML (llm-d writes its reports in YAML)."""
+    path = Path(path)
+    text = file_text(path)
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as err:
+        if path.suffix in (".json", ".gz") or text.lstrip().startswith(("{", "[")):
+            raise ImportFailed(f"{path} is not JSON: {err}") from err
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as yerr:
+            where = getattr(yerr, "problem_mark", None)
+            raise ImportFailed(f"{path} is neither JSON nor YAML: {getattr(yerr, 'problem', None) or yerr}"
+                               + (f" (line {where.line + 1})" if where else "")) from yerr
     if not isinstance(data, dict):
-        raise ImportFailed(f"{path} holds a JSON {type(data).__name__}, not the object a run's result is")
+        raise ImportFailed(f"{path} holds a {'JSON ' if path.suffix == '.json' else ''}"
+                           f"{type(data).__name__ if data is not None else 'nothing'}, "
+                           f"not the object a run's result is")
     return data
 
 
+def numbers(data: dict, keys, path: Path, what: str = "") -> None:
+    """Every one of `keys` that `data` has is a number (or null)."""
+    for key in keys:
+        v = data.get(key)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
+            raise ImportFailed(f"{path}: {what}{key} is {v!r}, a {type(v).__name__} where a number belongs")
+
+
 def kind_of(data: dict) -> str | None:
+    if "version" in data and "run" in data and ("results" in data or "scenario" in data):
+        return "llmd"
     if all(k in data for k in VLLM_KEYS):
         return "vllm-bench"
     if isinstance(data.get("time_to_first_token"), dict) and isinstance(data.get("request_throughput"), dict):
         return "aiperf"
+    if "aiperf_version" in data:
+        return "aiperf"   # a run whose every request failed has no latency at all; else what it lacks is said
+    if "completed" in data and sum(k in data for k in VLLM_KEYS) >= 3:
+        return "vllm-bench"   # what it lacks is said
     return None
 
 
@@ -65,6 +123,13 @@ def judged(row: dict, knobs: dict) -> dict:
 def vllm_bench_row(data: dict, path: Path) -> dict:
     if missing := [k for k in VLLM_KEYS if k not in data]:
         raise ImportFailed(f"{path} is not a `vllm bench serve --save-result` JSON: it lacks {missing}")
+    numbers(data, [*SCALARS, "num_prompts", "max_concurrency",
+                   *(f"{s}_{lat}_ms" for lat in LATENCIES for s in (*STATS, "median", "std"))], path)
+    if data.get("request_rate") not in (None, "inf") and not isinstance(data["request_rate"], (int, float)):
+        raise ImportFailed(f"{path}: request_rate is {data['request_rate']!r}, neither a number nor 'inf'")
+    for key in ("completed", "failed"):
+        if data.get(key) is not None and (data[key] < 0 or data[key] != int(data[key])):
+            raise ImportFailed(f"{path}: {key} is {data[key]!r}, not a count of requests")
     row = bench_row(data)
     knobs = {"num_prompts": data.get("num_prompts"), "request_rate": data.get("request_rate")}
     if data.get("max_concurrency") is not None:
@@ -80,7 +145,8 @@ def aiperf_metric(data: dict, name: str, path: Path) -> dict | None:
     if metric is None:
         return None
     if not isinstance(metric, dict) or "unit" not in metric:
-        raise ImportFailed(f"{path}: AIPerf's {name} is not a statistic with a unit: {metric!r}")
+        raise ImportFailed(f"{path}: AIPerf's {name} is not a statistic with a unit: {metric!r}"[:300])
+    numbers(metric, [k for k in metric if k != "unit"], path, f"AIPerf's {name}.")
     return metric
 
 
@@ -111,7 +177,45 @@ def aiperf_model(config: dict) -> str | None:
     return names[0] if names else None
 
 
+def aiperf_errors(data: dict) -> str:
+    """AIPerf's error_summary ([{error_details: {code, type, message}, count}]) in a line."""
+    out = []
+    for item in data.get("error_summary") or []:
+        details = item.get("error_details") or {} if isinstance(item, dict) else {}
+        what = details.get("type") or details.get("code") or "error"
+        out.append(f"{item.get('count', '?')} x {what}: {str(details.get('message') or '')[:120]}")
+    return "; ".join(out)
+
+
+def aiperf_failed_row(data: dict, path: Path) -> dict:
+    """A run none of whose requests completed: a row of 0 completed, invalid, with AIPerf's reasons."""
+    failed = aiperf_value(data, "error_request_count", path) or 0
+    load = aiperf_load(data.get("input_config") or {})
+    reason = f"AIPerf: 0 of {int(failed)} requests completed" + (f" ({e})" if (e := aiperf_errors(data)) else "")
+    return {"model": aiperf_model(data.get("input_config") or {}),
+            "request_rate": requested_rate(load["request_rate"]) if "request_rate" in load else None,
+            **({"max_concurrency": load["max_concurrency"]} if "max_concurrency" in load else {}),
+            "num_prompts": load.get("num_prompts"), "completed": 0, "failed": int(failed),
+            "prompts_sent": int(failed), "window": "whole run", "repeats": 1, "valid": False,
+            "invalid_reason": reason, "warnings": "",
+            "imported_tool": f"aiperf {data.get('aiperf_version') or ''}".strip(), "date": data.get("start_time")}
+
+
+def aiperf_input_tokens(data: dict, path: Path):
+    """The prompts' tokens: total_isl, else (0.10) the input_sequence_length statistic's sum,
+    else its mean times its count."""
+    if (total := aiperf_value(data, "total_isl", path)) is not None:
+        return total
+    isl = aiperf_metric(data, "input_sequence_length", path) or {}
+    if isl.get("sum") is not None:
+        return isl["sum"]
+    return isl["avg"] * isl["count"] if isl.get("avg") is not None and isl.get("count") is not None else None
+
+
 def aiperf_row(data: dict, path: Path) -> dict:
+    if aiperf_metric(data, "time_to_first_token", path) is None and \
+            aiperf_metric(data, "error_request_count", path) is not None:
+        return aiperf_failed_row(data, path)
     for name in ("time_to_first_token", "request_throughput"):
         if aiperf_metric(data, name, path) is None:
             raise ImportFailed(f"{path} is not AIPerf's profile_export_aiperf.json: it lacks {name}")
@@ -141,7 +245,7 @@ def aiperf_row(data: dict, path: Path) -> dict:
         "request_throughput_rps": aiperf_value(data, "request_throughput", path),
         "output_throughput_tps": aiperf_value(data, "output_token_throughput", path),
         "total_token_throughput_tps": aiperf_value(data, "total_token_throughput", path),
-        "total_input_tokens": aiperf_value(data, "total_isl", path),
+        "total_input_tokens": aiperf_input_tokens(data, path),
         "total_output_tokens": aiperf_value(data, "total_osl", path) or aiperf_value(data, "total_output_tokens", path),
     })
     knobs = {"num_prompts": load.get("num_prompts"), **load}
@@ -159,10 +263,17 @@ def import_file(path: str | Path, *, experiment: str, server_point: str) -> dict
     data = read_json(path)
     kind = kind_of(data)
     if kind is None:
-        raise ImportFailed(f"{path} is neither a `vllm bench serve --save-result` JSON (keys {list(VLLM_KEYS)}) "
-                           f"nor AIPerf's profile_export_aiperf.json (time_to_first_token and request_throughput "
-                           f"as statistics); its keys: {sorted(data)[:12]}")
-    row = vllm_bench_row(data, path) if kind == "vllm-bench" else aiperf_row(data, path)
+        raise ImportFailed(f"{path} is neither a `vllm bench serve --save-result` JSON (keys {list(VLLM_KEYS)}), "
+                           f"AIPerf's profile_export_aiperf.json (time_to_first_token and request_throughput "
+                           f"as statistics) nor an llm-d benchmark report; its keys: {sorted(map(str, data))[:12]}")
+    try:
+        if kind == "llmd":
+            from servelab.export import llmd_import
+            row = llmd_import.row(data, path)
+        else:
+            row = vllm_bench_row(data, path) if kind == "vllm-bench" else aiperf_row(data, path)
+    except (KeyError, TypeError, AttributeError, IndexError) as err:   # a shape none of the checks foresaw
+        raise ImportFailed(f"{path}: a {kind} result of an unexpected shape ({type(err).__name__}: {err})") from err
     for lat in LATENCIES:   # every column a servelab row has, empty where the tool gives none
         for stat in STATS:
             row.setdefault(f"{lat}_{stat}_ms", None)

@@ -238,6 +238,9 @@ def request_performance(row: dict, knobs: dict, requests: dict | None = None) ->
         counts["total"] = int(sent) if sent is not None else int(completed) + int(failed or 0)
         if failed is not None:
             counts["failures"] = int(failed)
+        # sent but neither completed nor failed: a point sized in time cut them at its end
+        if sent is not None and (left := int(sent) - int(completed) - int(failed or 0)) > 0:
+            counts["incomplete"] = left
         for total, name in ((total_input_tokens(row, knobs), "input_length"),
                             (number(row, "total_output_tokens"), "output_length")):
             if total is not None and completed:

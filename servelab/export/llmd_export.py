@@ -147,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         written = export(args.results_dir, args.out)
     except ExportError as err:
-        print(f"servelab export: FAILED, nothing written: {err}", file=sys.stderr)
+        print(f"servelab export: FAILED, nothing written: {' '.join(str(err).split())}", file=sys.stderr)
         return 1
     print(f"servelab export: {sum(written.values())} report(s) in {args.out}, each valid against the llm-d "
           f"benchmark report {llmd_schema.VERSION} schema: " + ", ".join(f"{e} {n}" for e, n in written.items()))

@@ -231,5 +231,18 @@ def errors(report: dict) -> list[str]:
     checker = jsonschema.FormatChecker(formats=())
     checker.checks("date-time")(is_datetime)
     validator = validator_class()(SCHEMA, format_checker=checker)
-    return [f"{'/'.join(map(str, e.absolute_path)) or '(root)'}: {e.message}"
-            for e in sorted(validator.iter_errors(report), key=lambda e: list(map(str, e.absolute_path)))]
+    found = [deepest(e) for e in validator.iter_errors(report)]
+    return [f"{'/'.join(map(str, e.absolute_path)) or '(root)'}: {short(e.message)}"
+            for e in sorted(found, key=lambda e: list(map(str, e.absolute_path)))]
+
+
+def deepest(error):
+    """The error inside an anyOf/oneOf (an optional field's value, or null) that says what is
+    wrong, not that no branch matched: the branch that got furthest into the value."""
+    while error.context:
+        error = max(error.context, key=lambda e: (len(e.absolute_path), e.validator not in ("type", "const")))
+    return error
+
+
+def short(message: str, limit: int = 160) -> str:
+    return message if len(message) <= limit else message[:limit] + "..."

@@ -76,7 +76,7 @@ def test_an_earlier_aiperf_layout_and_units_are_converted(tmp_path):
     ({"elapsed_time": 1.0, "num_requests": 4}, "is neither a `vllm bench serve"),
     ("{not json", "is not JSON"),
     ({"completed": 4, "duration": 1.0, "request_throughput": 4.0, "output_throughput": 1.0, "mean_ttft_ms": 1.0},
-     "is neither"),
+     r"it lacks \['p99_ttft_ms'\]"),
 ])
 def test_a_foreign_file_of_the_wrong_shape_is_refused_by_name_and_nothing_written(tmp_path, capsys, content,
                                                                                   message):

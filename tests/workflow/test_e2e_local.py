@@ -396,6 +396,7 @@ def test_every_point_of_the_default_exports_as_a_valid_llmd_report(workdir, firs
     every one valid against the 0.2.1 schema; a single point's TTFT and ITL the table's (s vs
     ms), a repeated point's over its pooled requests, between its repeats' own; imported back
     (servelab import), every figure the report's."""
+    import llmd_roundtrip
     import yaml
 
     from servelab.export import import_table, llmd_export, llmd_schema
@@ -426,7 +427,7 @@ def test_every_point_of_the_default_exports_as_a_valid_llmd_report(workdir, firs
     back = import_table.run(paths, tmp_path / "back.csv")["table"]
     assert back["valid"].tolist() == [bool(yaml.safe_load(p.read_text())["results"]["observability"]["servelab_point"]
                                            .get("valid", True)) for p in paths]
-    assert import_table.round_trip_mismatches(paths, back) == []
+    assert llmd_roundtrip.mismatches(paths, back) == []
     print(f"\nllm-d reports of the default: {sum(written.values())} in {len(written)} experiment(s), 0 invalid")
 
 

@@ -52,3 +52,16 @@ def read_raw(point_dir: Path) -> dict:
         raise FileNotFoundError(f"{point_dir}: no {RAW} or {RAW_PLAIN} (a store entry without its raw result)")
     data = gzip.decompress(path.read_bytes()) if path.name == RAW else path.read_bytes()
     return json.loads(data)
+
+
+# a point's record of its conditions, tick by tick (servelab.serve.point_record)
+CONDITIONS = "conditions.json.gz"
+
+
+def read_conditions(point_dir: Path) -> dict | None:
+    """A point's record of its conditions; None where its store entry has none (recorded
+    before servelab kept one, or a failed point)."""
+    path = Path(point_dir) / CONDITIONS
+    if not path.is_file():
+        return None
+    return json.loads(gzip.decompress(path.read_bytes()))

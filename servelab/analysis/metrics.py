@@ -10,11 +10,11 @@ import json
 import math
 from pathlib import Path
 
-from servelab.analysis import checks
+from servelab.analysis import bound, checks, spread
 from servelab.analysis.repeats import aggregate, group_repeats
 from servelab.analysis.roofline import theory_columns
 from servelab.config.experiments import EVAL_KNOB
-from servelab.raw_result import RAW, raw_file, read_raw
+from servelab.raw_result import RAW, raw_file, read_conditions, read_raw
 from servelab.search import steady_window
 from servelab.engines.lm_eval_client import accuracy_columns
 from servelab.engines.server_log import STARTUP_COLUMNS, TIMELINE_PHASES, kv_blocks
@@ -240,6 +240,16 @@ def check_point_set(view_file: str | Path, records: list[dict], expected: list[d
                          f"stale or was edited; delete it and rerun (configured: {expected}; in view: {got})")
 
 
+def repeated(rows: list[dict]) -> dict:
+    """A point's repeats as one row (repeats.aggregate), its bound decided on their means
+    (servelab.analysis.bound) and what moved with their spread (servelab.analysis.spread)."""
+    row = aggregate(rows)
+    if len(rows) > 1:
+        found, why = bound.decide(row)
+        row.update(bound=found, bound_evidence=why, **spread.explain(rows))
+    return row
+
+
 def table(view_files: list[str | Path], store_dir: str | Path, expected: dict[str, list[dict]] | None = None,
           ttft_floor_factor: float = 20):
     """Concatenate the session views of one experiment into its tidy table, one row
@@ -262,7 +272,9 @@ def table(view_files: list[str | Path], store_dir: str | Path, expected: dict[st
             else:
                 point = json.dumps([record["server_point"], record["client_knobs"]], sort_keys=True, default=str)
                 raw = raw_file(Path(store_dir) / record["key"])
-                server_rows.append((point, point_row(record, bench, raw.name if raw else RAW)))
-        rows += [{**aggregate(group), **accuracy} for group in group_repeats(server_rows)]
+                row = point_row(record, bench, raw.name if raw else RAW)
+                row.update(bound.columns(row, read_conditions(Path(store_dir) / record["key"])))
+                server_rows.append((point, row))
+        rows += [{**repeated(group), **accuracy} for group in group_repeats(server_rows)]
     df = pd.DataFrame(rows)
     return checks.low_load_ttft_warnings(df, ttft_floor_factor)

@@ -11,13 +11,18 @@ from servelab.stats import mean_ci95
 # measured quantities (everything else in a row is a knob, a fact or a name)
 MEASURED_SUFFIXES = ("_ms", "_s", "_rps", "_tps")
 MEASURED = ("ttft_trend", "steady_ttft_trend", "prefix_cache_hit_rate", "spec_acceptance_rate", "spec_mean_accepted_len",
-            "preemptions", "peak_kv_cache_usage", "outside_cpu_cores", "client_cpu_cores")
+            "preemptions", "peak_kv_cache_usage", "outside_cpu_cores", "client_cpu_cores",
+            # a point's record of its conditions (servelab.analysis.bound)
+            "running_mean", "waiting_mean", "kv_usage_mean", "running_max", "waiting_max", "kv_usage_max",
+            "idle_fraction", "step_tokens_mean", "step_read_mb", "record_preemptions")
+MEASURED_PREFIXES = ("cpu_", "gpu_")
 NOT_MEASURED = ("server_startup_s", "ttft_floor_ms", "itl_floor_ms", "theory_latency_s", "theory_decode_step_ms",
                 "grace_s")
 
 
 def is_measured(column: str) -> bool:
-    return column not in NOT_MEASURED and (column in MEASURED or column.endswith(MEASURED_SUFFIXES))
+    return column not in NOT_MEASURED and (column in MEASURED or column.endswith(MEASURED_SUFFIXES)
+                                           or column.startswith(MEASURED_PREFIXES))
 
 
 def number(value) -> float | None:

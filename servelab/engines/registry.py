@@ -29,6 +29,16 @@ class VLLM:
                    "died unexpectedly", "EngineDeadError")
     # its engine processes, by the titles vLLM gives them
     engine_processes = {"VLLM::EngineCore": "vLLM engine core", "VLLM::Worker": "vLLM worker"}
+    # a point's timeline (servelab.serve.point_record): its processes by role (title prefix;
+    # any other process of the server is its API server), and /metrics' series by name
+    process_roles = {"VLLM::EngineCore": "engine core", "VLLM::Worker": "GPU worker", "VLLM::APIServer": "API server"}
+    timeline_metrics = {"running": "vllm:num_requests_running", "waiting": "vllm:num_requests_waiting",
+                        "kv_usage": "vllm:kv_cache_usage_perc", "prompt_tokens": "vllm:prompt_tokens_total",
+                        "generation_tokens": "vllm:generation_tokens_total",
+                        "preemptions": "vllm:num_preemptions_total",
+                        "steps": "vllm:iteration_tokens_total_count",
+                        "step_tokens": "vllm:iteration_tokens_total_sum",
+                        "read_bytes": "vllm:estimated_read_bytes_per_gpu_total"}
     info_path = None
 
     def serve_command(self, model: str, port: int, knobs: dict, served_name: str) -> list[str]:
@@ -79,6 +89,11 @@ class SGLang:
     fatal_lines = ("hit an exception", "Received sigquit from a child process")
     engine_processes = {"sglang::scheduler": "SGLang scheduler", "sglang::detokenizer": "SGLang detokenizer",
                         "sglang::data_parallel": "SGLang data-parallel controller"}
+    process_roles = {"sglang::scheduler": "engine core", "sglang::detokenizer": "detokenizer",
+                     "sglang::data_parallel": "router"}
+    timeline_metrics = {"running": "sglang:num_running_reqs", "waiting": "sglang:num_queue_reqs",
+                        "kv_usage": "sglang:token_usage", "prompt_tokens": "sglang:prompt_tokens_total",
+                        "generation_tokens": "sglang:generation_tokens_total"}
     # its server's facts as structured data: max_total_num_tokens (the KV pool's tokens)
     info_path = "/server_info"
 
@@ -159,6 +174,8 @@ class Transformers:
     reset_cache_env: dict = {}
     fatal_lines: tuple = ()
     engine_processes: tuple = ()
+    process_roles: dict = {}
+    timeline_metrics: dict = {}
     info_path = None
 
     def offline_args(self, tool, model, engine_knobs, client_knobs, *, dataset_name, dataset_path,

@@ -18,7 +18,8 @@ from servelab.atomic import write_text
 from servelab.config.experiments import DURATION_KNOB, EVAL_KNOB, bench_knobs, closed_loop_floor, sized_prompts
 from servelab.engines import aiperf_client, commands, lm_eval_client, time_bound
 from servelab.search import steady_window
-from servelab.serve import aiperf_point, conditions, failure
+from servelab import machine
+from servelab.serve import aiperf_point, conditions, failure, point_record
 from servelab.serve.launch import Launch, log, server_env
 from servelab.serve.peak_memory import PeakMemory
 from servelab.serve.server import log_tail
@@ -129,7 +130,8 @@ def measure_points(launch: Launch, missing: list[Point], done: list[str]) -> Non
         try:
             with PeakMemory(pgids, launch.env) as memory, \
                     conditions.EngineCounters([s.base_url + "/metrics" for s in launch.fleet.counted]) as counters, \
-                    conditions.OutsideLoad(pgids, launch.env, client=launch.client) as outside:
+                    conditions.OutsideLoad(pgids, launch.env, client=launch.client) as outside, \
+                    point_recorder(launch, pgids) as timeline:
                 argv, result = measure_point(launch, knobs, raw_dir)
         except failure.PointFailed as failed:
             launch.save_failure(Point(key, knobs, identity), failed)
@@ -144,9 +146,19 @@ def measure_points(launch: Launch, missing: list[Point], done: list[str]) -> Non
                                 "counters": counted, "outside": outside.result(),
                                 **({"warmup_load": at_load} if at_load else {})})
         (raw_dir / "result.json").write_text(json.dumps(result))
-        launch.store.save(key, record, {"bench.json": raw_dir / "result.json"})
+        point_record.save(timeline.result(), raw_dir / point_record.FILE)
+        launch.store.save(key, record, {"bench.json": raw_dir / "result.json",
+                                        point_record.FILE: raw_dir / point_record.FILE})
         done.append(key)
         log(f"[{n}/{len(missing)}] {name}: measured in {wall_s:.1f}s")
+
+
+def point_recorder(launch: Launch, pgids: list[int]) -> point_record.PointRecord:
+    """The point's record of its conditions (servelab.serve.point_record), by the engine's names."""
+    engine = launch.engine
+    return point_record.PointRecord([s.base_url + "/metrics" for s in launch.fleet.counted], pgids,
+                                    engine.process_roles, engine.timeline_metrics,
+                                    machine.visible_indices(launch.env), client=launch.client)
 
 
 def warm_at_load(launch: Launch, key: str, knobs: dict, identity: dict) -> dict | None:

@@ -52,6 +52,23 @@ rule figure:
         "../scripts/plot_figure.py"
 
 
+rule timeline:
+    # one point's seconds from its record of conditions: tokens/s, queue, KV, CPU by role, GPU
+    # (servelab/analysis/timeline.py); KEY is the point's store key (metrics.csv: point_key)
+    input:
+        table="results/{experiment}/metrics.csv",
+    output:
+        "results/{experiment}/timeline/{key}.png",
+    wildcard_constraints:
+        key=r"[0-9a-f]{20}",
+    log:
+        "logs/{experiment}/timeline_{key}.log",
+    conda:
+        "../../envs/analysis.yaml"
+    script:
+        "../scripts/timeline.py"
+
+
 rule comparisons:
     # each configuration against the experiment's baseline at each load point (Welch's t, TOST)
     input:

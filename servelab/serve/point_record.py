@@ -1,0 +1,184 @@
+"""What the server and the machine did while a point ran, tick by tick: the point's record
+of its conditions (store/KEY/conditions.json.gz), on for every point.
+
+Each tick (`interval_s`: 0.5 s on a GPU, 1 s on a CPU) it keeps
+- the CPU of each of the session's processes, summed by role: the engine's own roles by
+  process title (the engine's `process_roles`: engine core, GPU worker...; any other process
+  of a server is its API server), and the client: this process (vLLM's in-process client)
+  and the clients a zygote forked for it;
+- on a GPU, NVML's figures of each of the point's GPUs (SM and memory utilization, SM clock,
+  power, the reasons its clocks are held down);
+and every `metrics_every` ticks the engine's /metrics series (`timeline_metrics`: running
+and waiting requests, KV usage, token and step counters): a scrape costs the API server CPU,
+so it is sparser on a small box.
+
+Reading /proc and NVML costs this process about a millisecond a tick; what the record costs
+the measurement is measured on a GPU (docs/point-record.md).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import resource
+import threading
+import time
+from pathlib import Path
+
+from servelab.raw_result import CONDITIONS
+from servelab.serve import conditions, monitors
+from servelab.serve.process_tree import group_processes
+
+FILE = CONDITIONS
+CLIENT = "client"
+API_SERVER = "API server"
+
+
+def role_of(title: str, roles: dict[str, str]) -> str:
+    return next((role for prefix, role in roles.items() if title.startswith(prefix)), API_SERVER)
+
+
+def process_cpu_s(pid: int) -> float | None:
+    """A process's own CPU seconds (user + system), None once it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / conditions.CLOCK_TICKS
+
+
+def series_values(text: str, names: dict[str, str]) -> dict[str, float]:
+    """{series: value} of /metrics (several servers' texts joined: their values summed;
+    a usage fraction: the largest)."""
+    found: dict[str, float] = {}
+    by_metric = {metric: series for series, metric in names.items()}
+    for metric, _labels, value in monitors.parse_prometheus(text, tuple(by_metric)):
+        series = by_metric.get(metric)
+        if series is None:
+            continue
+        found[series] = max(found.get(series, value), value) if series == "kv_usage" else \
+            found.get(series, 0.0) + value
+    return found
+
+
+class Nvml:
+    """NVML's figures of the point's GPUs, through nvidia-ml-py (vLLM's own dependency);
+    nothing where it is not installed or finds no GPU."""
+
+    FIELDS = ("sm_util_pct", "mem_util_pct", "sm_clock_mhz", "power_w", "throttle")
+
+    def __init__(self, visible: set[int] | None):
+        self.handles = []
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            count = pynvml.nvmlDeviceGetCount()
+            self.handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(count)
+                            if visible is None or i in visible]
+            self.nvml = pynvml
+        except Exception:   # no library, no driver, no GPU: a CPU run
+            self.handles = []
+
+    def sample(self) -> dict[str, float] | None:
+        """The GPUs' mean utilization, clock and power; `throttle` the OR of their reasons."""
+        if not self.handles:
+            return None
+        nv, rows = self.nvml, []
+        try:
+            for h in self.handles:
+                util = nv.nvmlDeviceGetUtilizationRates(h)
+                reasons = (nv.nvmlDeviceGetCurrentClocksEventReasons(h)
+                           if hasattr(nv, "nvmlDeviceGetCurrentClocksEventReasons")
+                           else nv.nvmlDeviceGetCurrentClocksThrottleReasons(h))
+                rows.append((util.gpu, util.memory, nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_SM),
+                             nv.nvmlDeviceGetPowerUsage(h) / 1000.0, reasons))
+        except Exception:
+            return None
+        n = len(rows)
+        out = {f: sum(r[i] for r in rows) / n for i, f in enumerate(self.FIELDS[:4])}
+        throttle = 0
+        for r in rows:
+            throttle |= int(r[4])
+        out["throttle"] = throttle
+        return out
+
+
+class PointRecord:
+    """Context manager around one point: its conditions, tick by tick (`result()`)."""
+
+    def __init__(self, metrics_urls: list[str], pgids: list[int], roles: dict[str, str], names: dict[str, str],
+                 visible_gpus: set[int] | None, client=None, interval_s: float | None = None,
+                 metrics_every: int = 2):
+        self.urls, self.pgids, self.roles, self.names, self.client = metrics_urls, pgids, roles, names, client
+        nvml = Nvml(visible_gpus)
+        self.nvml = nvml if nvml.handles else None
+        self.interval_s = interval_s or (0.5 if self.nvml else 1.0)
+        self.metrics_every = metrics_every
+        self.ticks: list[dict] = []
+        self.last_cpu: dict[tuple[int, str], float] = {}
+        self.stop_event = threading.Event()
+        self.thread = threading.Thread(target=self.loop, daemon=True)
+
+    def client_cpu_s(self) -> float:
+        own = resource.getrusage(resource.RUSAGE_SELF)
+        return own.ru_utime + own.ru_stime + getattr(self.client, "forked_cpu_s", 0.0)
+
+    def cpu_by_role(self) -> tuple[dict[str, float], dict[str, float]]:
+        """CPU seconds used since the last tick by role, and by each role's busiest process
+        (a process seen for the first time counts from this tick on)."""
+        used: dict[str, float] = {}
+        top: dict[str, float] = {}
+        seen = {}
+        for pgid in self.pgids:
+            for pid, title in group_processes(pgid).items():
+                if (cpu := process_cpu_s(pid)) is None:
+                    continue
+                key = (pid, title.split(" ")[0])
+                seen[key] = cpu
+                if key in self.last_cpu:
+                    role, delta = role_of(title, self.roles), max(cpu - self.last_cpu[key], 0.0)
+                    used[role] = used.get(role, 0.0) + delta
+                    top[role] = max(top.get(role, 0.0), delta)
+        cpu = self.client_cpu_s()
+        if (CLIENT, "") in self.last_cpu:
+            used[CLIENT] = top[CLIENT] = max(cpu - self.last_cpu[(CLIENT, "")], 0.0)
+        seen[(CLIENT, "")] = cpu
+        self.last_cpu = seen
+        return used, top
+
+    def tick(self, n: int) -> None:
+        t = time.monotonic()
+        used, top = self.cpu_by_role()
+        row = {"t": round(t - self.started, 3), "cpu_s": {r: round(v, 4) for r, v in used.items()},
+               "cpu_top_s": {r: round(v, 4) for r, v in top.items()}}
+        if self.nvml is not None and (gpu := self.nvml.sample()) is not None:
+            row["gpu"] = gpu
+        if self.urls and self.names and n % self.metrics_every == 0:
+            row["metrics"] = series_values("\n".join(conditions.scrape(u) for u in self.urls), self.names)
+        self.ticks.append(row)
+
+    def loop(self) -> None:
+        n = 0
+        while not self.stop_event.wait(self.interval_s):
+            n += 1
+            self.tick(n)
+
+    def __enter__(self) -> "PointRecord":
+        self.started = time.monotonic()
+        self.tick(0)
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop_event.set()
+        self.thread.join(timeout=10)
+        self.tick(0)   # the last tick scrapes /metrics: every counter's end is kept
+
+    def result(self) -> dict:
+        return {"interval_s": self.interval_s, "roles": sorted({r for t in self.ticks for r in t["cpu_s"]}),
+                "gpu_count": len(self.nvml.handles) if self.nvml else 0, "ticks": self.ticks}
+
+
+def save(record: dict, path: Path) -> None:
+    path.write_bytes(gzip.compress(json.dumps(record, separators=(",", ":")).encode(), mtime=0))

@@ -1,0 +1,74 @@
+"""What limited a point (servelab/analysis/bound.py): each branch of the rule on the columns
+that decide it, the recorded H200 rows of seed 002 (docs/certainty.md) re-read by today's
+code, and what moved with a point's spread (servelab/analysis/spread.py)."""
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from servelab.analysis import bound, spread
+
+CERTAINTY = Path(__file__).parents[1] / "data/recorded_gpu/h200_20261202_certainty/study_phi4_path_l4kv"
+H200 = "NVIDIA H200, 143771 MiB"
+SERVED = {"completed": 100, "device": "gpu", "hardware": H200}
+
+
+@pytest.mark.parametrize("row, want, evidence", [
+    ({"preemptions": 12, "peak_kv_cache_usage": 1.0}, "KV capacity", "12 preemptions; KV 100 % used"),
+    ({"waiting_mean": 20.0, "kv_usage_max": 0.97}, "KV capacity", "20.0 waiting on average with the KV cache 97 %"),
+    ({"client_cpu_cores": 0.97, "cpu_engine_core_cores": 0.5}, "client", "client 0.97 core"),
+    ({"cpu_api_server_top_cores": 0.95, "step_ms": 10.0, "step_read_mb": 16000}, "API server CPU",
+     "API server 0.95 core (busiest process); step 10.0 ms = 3.0x floor 3.33 ms (reads 16000 MB a step)"),
+    ({"idle_fraction": 0.6, "waiting_mean": 0.0, "cpu_engine_core_cores": 0.2}, "offered load",
+     "nothing running in 60 % of the samples"),
+    ({"step_ms": 3.6, "step_read_mb": 16000, "cpu_engine_core_cores": 0.6, "gpu_sm_util_pct": 99,
+      "gpu_sm_clock_mhz": 1980, "gpu_power_w": 640}, "GPU memory bandwidth", "step 3.6 ms = 1.1x floor 3.33 ms"),
+    ({"step_ms": 11.2, "step_read_mb": 16000, "cpu_engine_core_top_cores": 0.98}, "engine core CPU",
+     "engine core 0.98 core; step 11.2 ms = 3.4x floor"),
+    ({"step_ms": 40.0, "step_read_mb": 16000, "cpu_engine_core_cores": 0.5, "gpu_sm_util_pct": 97,
+      "step_tokens_mean": 4000, "running_mean": 30}, "GPU compute", "4000 tokens a step for 30 running"),
+    ({"step_ms": 11.2, "itl_floor_ms": 1.6}, "undetermined", "not recorded: CPU by role, the engine's queue"),
+])
+def test_each_bound_and_its_evidence(row, want, evidence):
+    found, why = bound.decide({**SERVED, **row})
+    assert found == want and evidence in why, why
+
+
+def test_on_a_cpu_the_engine_core_computes():
+    row = {"completed": 40, "device": "cpu", "hardware": "AMD EPYC", "cpu_engine_core_cores": 1.4,
+           "machine_cores": 2, "idle_fraction": 0.0, "waiting_mean": 3.0, "itl_p50_ms": 9.0}
+    assert bound.decide(row)[0] == "CPU compute"
+    assert bound.decide({**row, "idle_fraction": 0.7, "waiting_mean": 0.0})[0] == "offered load"
+
+
+def test_a_failed_point_has_no_bound():
+    assert bound.decide({"device": "gpu", "invalid_reason": "server start: engine core exited (1)"}) == (None, "")
+
+
+def test_seed_002s_recorded_h200_rows_get_a_bound_or_name_what_they_lack():
+    rows = {r["server_point"]: bound.decide(r) for r in pd.read_csv(CERTAINTY / "metrics.csv").to_dict("records")}
+    assert rows["baseline"][0] == "KV capacity" and "preemptions" in rows["baseline"][1]
+    for point in ("seqs128", "seqs128_fp8kv", "seqs256_fp8kv"):
+        found, why = rows[point]
+        assert found == "undetermined" and "not recorded: CPU by role, the engine's queue, GPU figures" in why
+        assert "x floor" in why   # what they did record: the step against its floor
+
+
+def test_the_signal_that_moved_with_the_spread_is_named_with_its_values():
+    tps = [9700.0, 13500.0, 11000.0, 12100.0, 10200.0]
+    api = [0.99, 0.71, 0.88, 0.80, 0.95]            # the busier the API server, the slower
+    rows = [{"output_throughput_tps": t, "cpu_api_server_top_cores": a, "gpu_sm_clock_mhz": 1980.0 + i % 2,
+             "client_cpu_cores": 0.5} for i, (t, a) in enumerate(zip(tps, api))]
+    found = spread.explain(rows)
+    assert found["spread_pct"] == pytest.approx(100 * 3800 / (sum(tps) / 5), abs=0.01)
+    assert found["spread_signal"].startswith("API server CPU (busiest) moved with it: rho -1.00 over 5 repeats")
+    assert "0.99, 0.71, 0.88, 0.8, 0.95" in found["spread_signal"]
+    flat = [{**r, "cpu_api_server_top_cores": 0.9} for r in rows]
+    assert spread.explain(flat)["spread_signal"].startswith("no recorded signal moved with it")
+    assert spread.explain(rows[:2]) == {}
+
+
+def test_rank_correlation_with_ties():
+    assert spread.spearman([1, 2, 3, 4], [10, 20, 30, 40]) == pytest.approx(1.0)
+    assert spread.spearman([1, 1, 2, 3], [3, 3, 2, 1]) == pytest.approx(-1.0)
+    assert spread.spearman([1, 1, 1], [1, 2, 3]) is None

@@ -70,8 +70,8 @@ def explain(rows: list[dict], metric: str = METRIC) -> dict:
         return {"spread_pct": round(spread, 2), "spread_signal": "no signal recorded in every repeat"}
     found.sort(key=lambda f: -f[0])
     strength, rho, _column, name, xs = found[0]
-    values = ", ".join(f"{x:.3g}" for x in xs)
-    metric_values = ", ".join(f"{y:.4g}" for y in ys)
+    values = ", ".join(f"{x:.4g}" for x in xs)
+    metric_values = ", ".join(f"{y:.5g}" for y in ys)
     if strength >= STRONG and (len(rows) >= 4 or strength == 1.0):
         note = " (3 repeats cannot tell chance from cause)" if len(rows) < 4 else ""
         text = f"{name} moved with it: rho {rho:+.2f} over {len(rows)} repeats ({name} {values}; {metric} " \

@@ -57,8 +57,8 @@ def test_seed_002s_recorded_h200_rows_get_a_bound_or_name_what_they_lack():
 def test_the_signal_that_moved_with_the_spread_is_named_with_its_values():
     tps = [9700.0, 13500.0, 11000.0, 12100.0, 10200.0]
     api = [0.99, 0.71, 0.88, 0.80, 0.95]            # the busier the API server, the slower
-    rows = [{"output_throughput_tps": t, "cpu_api_server_top_cores": a, "gpu_sm_clock_mhz": 1980.0 + i % 2,
-             "client_cpu_cores": 0.5} for i, (t, a) in enumerate(zip(tps, api))]
+    rows = [{"output_throughput_tps": t, "cpu_api_server_top_cores": a, "gpu_sm_clock_mhz": 1980.0,
+             "client_cpu_cores": 0.5} for t, a in zip(tps, api)]
     found = spread.explain(rows)
     assert found["spread_pct"] == pytest.approx(100 * 3800 / (sum(tps) / 5), abs=0.01)
     assert found["spread_signal"].startswith("API server CPU (busiest) moved with it: rho -1.00 over 5 repeats")

@@ -60,14 +60,19 @@ def explain(rows: list[dict], metric: str = METRIC) -> dict:
     if len(rows) < 3 or any(y is None for y in ys) or not sum(ys):
         return {}
     spread = 100 * (max(ys) - min(ys)) / (sum(ys) / len(ys))
-    found = []
+    found, flat = [], []
     for column, name in SIGNALS.items():
         xs = [value(r, column) for r in rows]
-        if any(x is None for x in xs) or (rho := spearman(xs, ys)) is None:
+        if any(x is None for x in xs):
+            continue
+        if (rho := spearman(xs, ys)) is None:
+            flat.append(name)
             continue
         found.append((abs(rho), rho, column, name, xs))
     if not found:
-        return {"spread_pct": round(spread, 2), "spread_signal": "no signal recorded in every repeat"}
+        text = (f"no recorded signal moved with it ({', '.join(flat)} the same in every repeat)" if flat
+                else "no signal recorded in every repeat")
+        return {"spread_pct": round(spread, 2), "spread_signal": text}
     found.sort(key=lambda f: -f[0])
     strength, rho, _column, name, xs = found[0]
     values = ", ".join(f"{x:.4g}" for x in xs)

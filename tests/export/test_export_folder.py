@@ -3,7 +3,6 @@
 and touches no file; an export appears whole or not at all; llm-d-benchmark's own globs find
 every report."""
 import hashlib
-import os
 import shutil
 from pathlib import Path
 
@@ -52,9 +51,9 @@ def bad_outs(p: Path) -> list[tuple[str, str, str]]:
     ]
 
 
-def test_every_bad_out_is_refused_in_one_line_and_touches_nothing(project, capsys):
+def test_every_bad_out_is_refused_in_one_line_and_touches_nothing(project, capsys, monkeypatch):
     before = snapshot(project)
-    os.chdir(project)
+    monkeypatch.chdir(project)
     for exported, out, why in bad_outs(project):
         with pytest.raises(ExportError, match=why):
             export(project / exported, project / out)

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import yaml
 
-from servelab.raw_result import RAW, RAW_PLAIN
+from servelab.raw_result import CONDITIONS, RAW, RAW_PLAIN
 
 MANIFEST = "MANIFEST.sha256"
 # files of a session directory worth keeping: logs, commands, monitor timelines
@@ -88,8 +88,8 @@ def environment_lock() -> dict[str, str]:
 
 def experiment_files(results: Path, name: str) -> list[Path]:
     """What an experiment's result holds, relative to the project root: tables, figures,
-    views, and for every point in the views its record, raw JSON and session logs (those
-    of the session whose engine it shared too)."""
+    views, and for every point in the views its record, raw JSON, record of conditions and
+    session logs (those of the session whose engine it shared too)."""
     exp_dir = results / name
     files = [*sorted(exp_dir.glob("*.csv")), *sorted(exp_dir.glob("*.png")), *sorted(exp_dir.glob("sessions/*.json")),
              *sorted(p for p in exp_dir.glob("search/*") if p.is_file()),   # round plans, tried.csv, best.json, figures
@@ -98,7 +98,8 @@ def experiment_files(results: Path, name: str) -> list[Path]:
     for view in sorted([*exp_dir.glob("sessions/*.json"), *exp_dir.glob("search/confirm/*.json")]):
         for record in json.loads(view.read_text()):
             point = exp_dir / "store" / record["key"]
-            files += [p for p in (point / "record.json", point / RAW, point / RAW_PLAIN) if p.is_file()]
+            files += [p for p in (point / "record.json", point / RAW, point / RAW_PLAIN, point / CONDITIONS)
+                      if p.is_file()]
             sessions.add((name, record.get("session")))
             if shared := record.get("shared_engine"):   # measured on another experiment's engine: its logs
                 sessions.add((shared["experiment"], shared["session"]))

@@ -22,6 +22,8 @@ def expected(report: dict) -> dict:
     for field, column in THROUGHPUTS.items():
         if field in aggregate.get("throughput", {}):
             want[column] = aggregate["throughput"][field]["mean"]
+    batch = report["results"]["observability"].get("servelab_point", {}).get("batch_latency_s") or {}
+    want.update({f"latency_{s}_s": batch[s] for s in ("mean", "p50", "p90", "p99") if s in batch})
     requests = aggregate.get("requests")
     if requests:
         completed = requests["total"] - requests.get("failures", 0) - requests.get("incomplete", 0)

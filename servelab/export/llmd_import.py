@@ -6,7 +6,8 @@ The report is checked against the schema first (servelab/export/llmd_schema.py, 
 what llm-d's models take, numeric strings included). Its latencies land in the table's
 columns in ms, whatever the report's units; the requests completed are its total less its
 failures and those left incomplete. A report measured nothing where it has no
-request_performance (a failed point): a row of 0 completed, never valid.
+request_performance (a failed point): a row of 0 completed, never valid; servelab's offline
+latency batch (`servelab_point.batch_latency_s`) is a row of its batch's latency figures.
 """
 
 from __future__ import annotations
@@ -100,6 +101,10 @@ def row(report: dict, path: Path) -> dict:
            "duration_s": seconds((run.get("time") or {}).get("duration")), "window": ours.get("window", "whole run"),
            "repeats": int(ours.get("repeats") or 1), "engine": engine(report).get("tool"),
            "engine_version": engine(report).get("tool_version"), "date": (run.get("time") or {}).get("start")}
+    if batch := ours.get("batch_latency_s"):   # servelab's offline latency batch: its own figures
+        out.update({f"latency_{s}_s": number(batch[s]) for s in ("mean", "p50", "p90", "p99") if s in batch})
+        return {**out, "valid": bool(ours.get("valid", True)), "invalid_reason": ours.get("invalid_reason") or "",
+                "warnings": ours.get("warnings") or ""}
     if not aggregate.get("requests") and not aggregate.get("latency"):
         why = f"the report measured nothing (no request_performance): {run.get('description') or run['uid']}"
         return {**out, "completed": 0, "valid": False, "invalid_reason": why, "warnings": ""}

@@ -150,12 +150,13 @@ def scrape(url: str) -> str:
 
 class EngineCounters:
     """Context manager around one point: /metrics before and after, the KV-cache usage
-    sampled every `interval_s` between; `result()` the point's columns. Several URLs
+    sampled every `interval_s` between (None: not between; a point's record samples it, its peak
+    set from there); `result()` the point's columns. Several URLs
     (data-parallel replicas): their counters summed, the peak usage the largest."""
 
     # each scrape has the API server render /metrics, CPU taken from the engine on a small
     # box: sample sparsely (the before and after scrapes hold the counters exactly)
-    def __init__(self, metrics_urls: str | list[str] | None, interval_s: float = 2.0):
+    def __init__(self, metrics_urls: str | list[str] | None, interval_s: float | None = 2.0):
         self.urls = [metrics_urls] if isinstance(metrics_urls, str) else list(metrics_urls or [])
         self.interval_s = interval_s
         self.before: dict[str, float] = {}

@@ -129,7 +129,8 @@ def measure_points(launch: Launch, missing: list[Point], done: list[str]) -> Non
         pgids = [server.proc.pid for server in launch.fleet.servers]
         try:
             with PeakMemory(pgids, launch.env) as memory, \
-                    conditions.EngineCounters([s.base_url + "/metrics" for s in launch.fleet.counted]) as counters, \
+                    conditions.EngineCounters([s.base_url + "/metrics" for s in launch.fleet.counted],
+                                              interval_s=None) as counters, \
                     conditions.OutsideLoad(pgids, launch.env, client=launch.client) as outside, \
                     point_recorder(launch, pgids) as timeline:
                 argv, result = measure_point(launch, knobs, raw_dir)
@@ -140,6 +141,8 @@ def measure_points(launch: Launch, missing: list[Point], done: list[str]) -> Non
         launch.fleet.check_alive(f"during client point {name}")
         wall_s = time.monotonic() - started
         launch.count_point(wall_s, identity)
+        # the KV cache's peak over the point, from the record's samples (its only sampler)
+        counters.peak_kv = max((v for v in (counters.peak_kv, timeline.peak("kv_usage")) if v is not None), default=None)
         counted = {**counters.result(), **spec_from_logs(launch, log_sizes, counters.result())}
         record = launch.record(key, identity, knobs, commands.shell_line(argv), wall_s=wall_s,
                                extra={**memory.result(), "prefix_cache_reset": cache_reset,

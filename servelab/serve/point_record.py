@@ -8,8 +8,10 @@ Each tick (`interval_s`: 0.5 s on a GPU, 1 s on a CPU) it keeps
   and the clients a zygote forked for it;
 - on a GPU, NVML's figures of each of the point's GPUs (SM and memory utilization, SM clock,
   power, the reasons its clocks are held down);
-and once a second the engine's /metrics series (`timeline_metrics`: running and waiting
-requests, KV usage, token and step counters; a scrape costs the API server a little CPU).
+and every other tick the engine's /metrics series (`timeline_metrics`: running and waiting
+requests, KV usage, token and step counters; a scrape costs the API server CPU). It is the
+point's only sampler of /metrics: the engine's counters (servelab.serve.conditions) are read
+once before and once after, their KV peak taken from the record.
 
 Reading /proc and NVML costs this process about a millisecond a tick; what the record costs
 the measurement is measured on a GPU (docs/point-record.md).
@@ -30,6 +32,7 @@ from servelab.serve.process_tree import group_processes
 
 FILE = CONDITIONS
 CLIENT = "client"
+REWALK = 5   # ticks between walks of /proc for the servers' processes
 API_SERVER = "API server"
 
 
@@ -113,10 +116,13 @@ class PointRecord:
         nvml = Nvml(visible_gpus)
         self.nvml = nvml if nvml.handles else None
         self.interval_s = interval_s or (0.5 if self.nvml else 1.0)
-        # /metrics once a second: every other tick on a GPU, every tick on a CPU
-        self.metrics_every = metrics_every or (2 if self.nvml else 1)
+        # /metrics once a second on a GPU (every other tick), every 2 s on a CPU: a scrape
+        # costs the API server CPU, which the engine shares on a small box
+        self.metrics_every = metrics_every or 2
         self.ticks: list[dict] = []
         self.last_cpu: dict[tuple[int, str], float] = {}
+        self.known: dict[int, str] = {}
+        self.known_at = -1
         self.stop_event = threading.Event()
         self.thread = threading.Thread(target=self.loop, daemon=True)
 
@@ -124,22 +130,37 @@ class PointRecord:
         own = resource.getrusage(resource.RUSAGE_SELF)
         return own.ru_utime + own.ru_stime + getattr(self.client, "forked_cpu_s", 0.0)
 
+    def processes(self) -> dict[int, str]:
+        """The servers' processes: /proc walked every REWALK ticks (a walk reads every
+        process's stat; it holds the GIL the in-process client needs), else the last list."""
+        self.ticks_since_walk = getattr(self, "ticks_since_walk", REWALK)
+        if self.known_at < 0 or self.ticks_since_walk >= REWALK:
+            self.known = {pid: title for pgid in self.pgids for pid, title in group_processes(pgid).items()}
+            self.known_at, self.ticks_since_walk = 0, 0
+        self.ticks_since_walk += 1
+        return self.known
+
+    def peak(self, series: str) -> float | None:
+        """The largest value of a /metrics series over the point (e.g. the KV cache's usage)."""
+        values = [t["metrics"][series] for t in self.ticks if series in (t.get("metrics") or {})]
+        return max(values) if values else None
+
     def cpu_by_role(self) -> tuple[dict[str, float], dict[str, float]]:
         """CPU seconds used since the last tick by role, and by each role's busiest process
         (a process seen for the first time counts from this tick on)."""
         used: dict[str, float] = {}
         top: dict[str, float] = {}
         seen = {}
-        for pgid in self.pgids:
-            for pid, title in group_processes(pgid).items():
-                if (cpu := process_cpu_s(pid)) is None:
-                    continue
-                key = (pid, title.split(" ")[0])
-                seen[key] = cpu
-                if key in self.last_cpu:
-                    role, delta = role_of(title, self.roles), max(cpu - self.last_cpu[key], 0.0)
-                    used[role] = used.get(role, 0.0) + delta
-                    top[role] = max(top.get(role, 0.0), delta)
+        for pid, title in self.processes().items():
+            if (cpu := process_cpu_s(pid)) is None:
+                self.known_at = -1   # one has gone: look again next tick
+                continue
+            key = (pid, title.split(" ")[0])
+            seen[key] = cpu
+            if key in self.last_cpu:
+                role, delta = role_of(title, self.roles), max(cpu - self.last_cpu[key], 0.0)
+                used[role] = used.get(role, 0.0) + delta
+                top[role] = max(top.get(role, 0.0), delta)
         cpu = self.client_cpu_s()
         if (CLIENT, "") in self.last_cpu:
             used[CLIENT] = top[CLIENT] = max(cpu - self.last_cpu[(CLIENT, "")], 0.0)

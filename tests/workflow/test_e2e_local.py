@@ -615,7 +615,7 @@ def test_every_served_point_has_a_record_and_a_bound_that_is_true_on_a_cpu(workd
     assert (closed["bound"] == "CPU compute").all(), closed[["server_point", "bound_evidence"]].to_string()
     assert (closed["cpu_worker_cores"] > closed["cpu_api_server_cores"]).all()
     key = week01.loc[1.0, "point_key"].split(";")[0]
-    snakemake(workdir, *LOCAL, f"results/week01/timeline/{key}.png")
+    snakemake(workdir, f"results/week01/timeline/{key}.png", *LOCAL)   # the target before --configfile FILE...
     png = workdir / f"results/week01/timeline/{key}.png"
     assert png.read_bytes()[:4] == b"\x89PNG"
     height, width = mpimg.imread(png).shape[:2]

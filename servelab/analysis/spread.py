@@ -3,7 +3,8 @@ repeats (Spearman's rank correlation, with each repeat's values), or that none d
 
 With 3 repeats a rank correlation is 1 by chance one time in 6 (3! orders), so a signal is
 named only where |rho| >= 0.8 over at least 4 repeats, or it is 1 over 3 with the note that
-3 cannot tell; the repeats' values are always given so that a reader can judge.
+3 cannot tell; a signal whose repeats stayed within 2 % of its mean did not move, whatever
+its ranks; the repeats' values are always given so that a reader can judge.
 """
 
 from __future__ import annotations
@@ -22,6 +23,9 @@ SIGNALS = {"cpu_engine_core_cores": "engine core CPU", "cpu_engine_core_top_core
            "gpu_sm_util_pct": "SM utilization", "gpu_sm_clock_mhz": "SM clock", "gpu_power_w": "GPU power",
            "gpu_mem_util_pct": "memory utilization", "preemptions": "preemptions"}
 STRONG = 0.8
+# a signal that stayed within this share of its mean did not move, whatever its ranks say
+# (an SM clock at 1975-1979 MHz)
+STILL = 0.02
 
 
 def ranks(values: list[float]) -> list[float]:
@@ -65,12 +69,13 @@ def explain(rows: list[dict], metric: str = METRIC) -> dict:
         xs = [value(r, column) for r in rows]
         if any(x is None for x in xs):
             continue
-        if (rho := spearman(xs, ys)) is None:
+        centre = sum(abs(x) for x in xs) / len(xs)
+        if (rho := spearman(xs, ys)) is None or (max(xs) - min(xs)) <= STILL * centre:
             flat.append(name)
             continue
         found.append((abs(rho), rho, column, name, xs))
     if not found:
-        text = (f"no recorded signal moved with it ({', '.join(flat)} the same in every repeat)" if flat
+        text = (f"no recorded signal moved with it ({', '.join(flat)}: within 2 % of their means)" if flat
                 else "no signal recorded in every repeat")
         return {"spread_pct": round(spread, 2), "spread_signal": text}
     found.sort(key=lambda f: -f[0])

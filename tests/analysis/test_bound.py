@@ -75,6 +75,11 @@ def test_the_signal_that_moved_with_the_spread_is_named_with_its_values():
     assert "0.99, 0.71, 0.88, 0.8, 0.95" in found["spread_signal"]
     flat = [{**r, "cpu_api_server_top_cores": 0.9} for r in rows]
     assert spread.explain(flat)["spread_signal"].startswith("no recorded signal moved with it")
+    # ranked with it, but within 0.2 % of its mean (an H200's SM clock, 2026-12-03): it did not move
+    still = [{**r, "cpu_api_server_top_cores": 0.9, "gpu_sm_clock_mhz": c}
+             for r, c in zip(rows, [1975.0, 1979.0, 1977.0, 1978.0, 1976.0])]
+    assert spread.explain(still)["spread_signal"].startswith("no recorded signal moved with it (")
+    assert "SM clock" in spread.explain(still)["spread_signal"]
     assert spread.explain(rows[:2]) == {}
 
 

@@ -122,10 +122,10 @@ def summary(record: dict) -> dict:
         for field, column in (("sm_util_pct", "gpu_sm_util_pct"), ("mem_util_pct", "gpu_mem_util_pct"),
                               ("sm_clock_mhz", "gpu_sm_clock_mhz"), ("power_w", "gpu_power_w")):
             out[column] = round(mean([g[field] for g in gpu]), 2)
-        reasons = 0
-        for g in gpu:
-            reasons |= int(g.get("throttle") or 0)
-        out["gpu_throttle"] = ", ".join(n for bit, n in THROTTLE.items() if reasons & bit and bit != 0x1) or "none"
+        # each reason NVML gave for holding the clocks down, with the share of ticks it held
+        held = {n: sum(1 for g in gpu if int(g.get("throttle") or 0) & bit) for bit, n in THROTTLE.items() if bit != 0x1}
+        out["gpu_throttle"] = ", ".join(f"{n} in {100 * k / len(gpu):.0f} % of ticks"
+                                        for n, k in held.items() if k) or "none"
     return out
 
 

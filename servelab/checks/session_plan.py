@@ -18,7 +18,7 @@ from servelab.serve.topology import topology_gpus
 Session = tuple[str, str]   # (experiment, server point)
 
 MEASUREMENT_KEYS = ("repeats", "warmup_prompts", "reset_prefix_cache", "drift_check", "grace_s", "warmup_load_s",
-                    "repeat_until")
+                    "repeat_until", "record_conditions")
 # minutes a session job may take (a cluster's time limit; the profile may override):
 # a server's model load + CUDA graph capture + the whole load sweep, or offline
 # benchmarks that each start an engine
@@ -100,7 +100,9 @@ class SessionPlan:
             "topology": exp.get("topology"),
             "monitors": cross_checks.active_monitors(config, exp),
             # how its points are measured: the experiment's setting, else the run's
-            "measurement": {k: exp.get(k, config.get(k)) for k in MEASUREMENT_KEYS if k in exp or k in config},
+            # (a named configuration may set its own record_conditions: the record's overhead)
+            "measurement": {**{k: exp.get(k, config.get(k)) for k in MEASUREMENT_KEYS if k in exp or k in config},
+                            **({ex.RECORD_KNOB: knobs[ex.RECORD_KNOB]} if ex.RECORD_KNOB in knobs else {})},
             "load_search": ({**exp["search"]["load"], "slo": exp["search"]["slo"]} if exp.get("search") else None),
         }
 

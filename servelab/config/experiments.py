@@ -27,6 +27,8 @@ ENV_KNOB = "env"
 RESTART_KNOB = "restart"
 # a named server configuration's own client section (overlays the experiment's)
 CLIENT_KNOB = "client"
+# a named server configuration measured without (false) or with its record of conditions
+RECORD_KNOB = "record_conditions"
 # client knob: the named workload (`client.workloads`) a load point belongs to
 WORKLOAD_KNOB = "workload"
 # client knob: how long a load point holds its load, in seconds (servelab sizes num_prompts)
@@ -121,7 +123,7 @@ def point_model(exp: dict, knobs: dict) -> str:
 
 def engine_flags(knobs: dict) -> dict:
     """Server knobs that become engine flags (all but servelab's own)."""
-    return {k: v for k, v in knobs.items() if k not in (MODEL_KNOB, ENV_KNOB, CLIENT_KNOB)}
+    return {k: v for k, v in knobs.items() if k not in (MODEL_KNOB, ENV_KNOB, CLIENT_KNOB, RECORD_KNOB)}
 
 
 def point_env(knobs: dict) -> dict:

@@ -128,11 +128,12 @@ def measure_points(launch: Launch, missing: list[Point], done: list[str]) -> Non
         started = time.monotonic()
         pgids = [server.proc.pid for server in launch.fleet.servers]
         try:
+            recorded = launch.spec.setting("record_conditions")
             with PeakMemory(pgids, launch.env) as memory, \
                     conditions.EngineCounters([s.base_url + "/metrics" for s in launch.fleet.counted],
-                                              interval_s=None) as counters, \
+                                              interval_s=None if recorded else 2.0) as counters, \
                     conditions.OutsideLoad(pgids, launch.env, client=launch.client) as outside, \
-                    point_recorder(launch, pgids) as timeline:
+                    (point_recorder(launch, pgids) if recorded else contextlib.nullcontext()) as timeline:
                 argv, result = measure_point(launch, knobs, raw_dir)
         except failure.PointFailed as failed:
             launch.save_failure(Point(key, knobs, identity), failed)
@@ -141,17 +142,20 @@ def measure_points(launch: Launch, missing: list[Point], done: list[str]) -> Non
         launch.fleet.check_alive(f"during client point {name}")
         wall_s = time.monotonic() - started
         launch.count_point(wall_s, identity)
-        # the KV cache's peak over the point, from the record's samples (its only sampler)
-        counters.peak_kv = max((v for v in (counters.peak_kv, timeline.peak("kv_usage")) if v is not None), default=None)
+        if timeline is not None:   # the KV cache's peak over the point, from the record's samples (its only sampler)
+            counters.peak_kv = max((v for v in (counters.peak_kv, timeline.peak("kv_usage")) if v is not None),
+                                   default=None)
         counted = {**counters.result(), **spec_from_logs(launch, log_sizes, counters.result())}
         record = launch.record(key, identity, knobs, commands.shell_line(argv), wall_s=wall_s,
                                extra={**memory.result(), "prefix_cache_reset": cache_reset,
                                 "counters": counted, "outside": outside.result(),
                                 **({"warmup_load": at_load} if at_load else {})})
         (raw_dir / "result.json").write_text(json.dumps(result))
-        point_record.save(timeline.result(), raw_dir / point_record.FILE)
-        launch.store.save(key, record, {"bench.json": raw_dir / "result.json",
-                                        point_record.FILE: raw_dir / point_record.FILE})
+        files = {"bench.json": raw_dir / "result.json"}
+        if timeline is not None:
+            point_record.save(timeline.result(), raw_dir / point_record.FILE)
+            files[point_record.FILE] = raw_dir / point_record.FILE
+        launch.store.save(key, record, files)
         done.append(key)
         log(f"[{n}/{len(missing)}] {name}: measured in {wall_s:.1f}s")
 

@@ -20,7 +20,9 @@ def point_identity(spec: SessionSpec, client: dict, engine_version: str | None, 
     measured_as = {"warmup_prompts": spec.warmup_prompts, "reset_prefix_cache": spec.resets_prefix_cache,
                    # a point sized in time: the grace its requests in flight get; a warm-up at its load
                    **({"grace_s": spec.setting("grace_s")} if DURATION_KNOB in client else {}),
-                   **({"warmup_load_s": spec.setting("warmup_load_s")} if spec.setting("warmup_load_s") else {})}
+                   **({"warmup_load_s": spec.setting("warmup_load_s")} if spec.setting("warmup_load_s") else {}),
+                   # a point measured without its record of conditions is another measurement
+                   **({} if spec.setting("record_conditions") else {"record_conditions": False})}
     return {
         "engine": spec.engine,
         "engine_version": engine_version,

@@ -9,7 +9,8 @@ from servelab.engines.registry import ENGINES
 
 
 MEASUREMENT_DEFAULTS = {"repeats": 1, "warmup_prompts": 8, "reset_prefix_cache": True, "drift_check": True,
-                        "grace_s": 10.0, "warmup_load_s": 0.0, "repeat_until": None}
+                        "grace_s": 10.0, "warmup_load_s": 0.0, "repeat_until": None,
+                        "record_conditions": True}
 
 
 @dataclass
@@ -36,7 +37,7 @@ class SessionSpec:
     monitors: dict = field(default_factory=dict)  # servelab.serve.monitors: metrics, gpu, torch_profile, wrap
     identity_env: dict = field(default_factory=dict)  # the experiment's and the point's env (not the engine's)
     # how each point is measured: repeats, warmup_prompts, reset_prefix_cache, drift_check,
-    # grace_s, warmup_load_s, repeat_until
+    # grace_s, warmup_load_s, repeat_until, record_conditions
     measurement: dict = field(default_factory=dict)
     # a search session: {knob, low, high, steps, slo}; its load points are bisected
     # (servelab.serve.load_search) from the first client point, not listed

@@ -47,3 +47,18 @@ def test_the_course_on_gpus_orders_wide_sessions_first(course_config):
 def test_an_unknown_server_point_is_named_with_those_known(course_config):
     with pytest.raises(ValueError, match=r"week13 has no server point 'tp=3'; known: \['tensor_parallel_size=1'"):
         SessionPlan(checked(course_config)).knobs("week13", "tp=3")
+
+
+def test_a_configuration_measured_without_its_record_says_so_and_passes_no_such_flag(local_config):
+    exp = local_config["experiments"]["week04"]
+    exp["server"]["configs"] = {"recorded": {}, "unrecorded": {"record_conditions": False}}
+    exp["server"].pop("grid")
+    exp.pop("figures")
+    plan = SessionPlan(checked(local_config))
+    bare, recorded = plan.params("week04", "unrecorded"), plan.params("week04", "recorded")
+    assert bare["measurement"]["record_conditions"] is False
+    assert recorded["measurement"]["record_conditions"] is True   # the run's default
+    assert "record_conditions" not in bare["server_knobs"] and bare["server_knobs"] == recorded["server_knobs"]
+    exp["server"]["configs"]["unrecorded"] = {"record_conditions": "no"}
+    with pytest.raises(Exception, match="'no' is not of type 'boolean'"):
+        checked(local_config)

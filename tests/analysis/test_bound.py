@@ -27,6 +27,12 @@ SERVED = {"completed": 100, "ttft_mean_ms": 250.0, "device": "gpu", "hardware": 
      "engine core 0.98 core; step 11.2 ms = 3.4x floor"),
     ({"step_ms": 40.0, "step_read_mb": 16000, "cpu_engine_core_cores": 0.5, "gpu_sm_util_pct": 97,
       "step_tokens_mean": 4000, "running_mean": 30}, "GPU compute", "4000 tokens a step for 30 running"),
+    # the 8B's shape at 128 in flight on an H200 (2026-12-03): busy, mixed steps, the host not the limit
+    ({"step_ms": 13.5, "itl_floor_ms": 3.14, "cpu_engine_core_top_cores": 0.49, "gpu_sm_util_pct": 95,
+      "step_tokens_mean": 325, "running_mean": 128, "gpu_power_w": 659}, "GPU compute",
+     "SM busy 95 % of the time; step 13.5 ms = 4.3x floor 3.14 ms"),
+    ({"step_ms": 13.5, "itl_floor_ms": 3.14, "cpu_engine_core_top_cores": 0.49, "gpu_sm_util_pct": 80,
+      "waiting_mean": 0.0}, "undetermined", "SM 80 %"),
     ({"step_ms": 11.2, "itl_floor_ms": 1.6}, "undetermined", "not recorded: CPU by role, the engine's queue"),
 ])
 def test_each_bound_and_its_evidence(row, want, evidence):

@@ -77,6 +77,9 @@ def test_a_points_record_splits_cpu_by_role_and_keeps_the_engines_series(server_
     assert summary["running_mean"] == 3.0 and summary["waiting_mean"] == 1.0 and summary["kv_usage_mean"] == 0.5
     assert summary["step_ms"] == pytest.approx(30.0, rel=0.1)      # 33.3 steps a second
     assert summary["step_tokens_mean"] == pytest.approx(3.0, rel=0.05)
+    # the machine's busy cores hold the spinning engine core; nothing stolen outside a VM's hypervisor
+    assert summary["host_busy_cores"] > 0.3 and summary["host_steal_cores"] >= 0
+    assert summary["wait_engine_core_share"] >= 0
     metric_ticks = [t for t in record["ticks"] if "metrics" in t]
     assert len(metric_ticks) >= 4 and len(record["ticks"]) >= 8   # 4 Hz here, /metrics every other tick
 
@@ -87,3 +90,22 @@ def test_roles_are_told_by_the_engines_titles():
     assert point_record.role_of("VLLM::APIServer_1", roles) == "API server"
     assert point_record.role_of("/usr/bin/python -m servelab.engines.vllm_cli serve", roles) == "API server"
     assert point_record.role_of("sglang::scheduler_TP0", ENGINES["sglang"].process_roles) == "engine core"
+
+
+def test_a_process_sharing_its_cpu_is_seen_waiting_for_it():
+    """Two spinning processes held on one CPU: each runs about half the time and waits,
+    runnable, the other half; the kernel's schedstat says so, and the record reads it."""
+    def pinned():
+        os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+
+    spinners = [subprocess.Popen([sys.executable, "-c", BUSY], preexec_fn=pinned) for _ in range(2)]
+    try:
+        time.sleep(0.5)
+        before, started = point_record.runqueue_wait_s(spinners[0].pid), time.monotonic()
+        time.sleep(2.0)
+        waited = point_record.runqueue_wait_s(spinners[0].pid) - before
+        assert 0.25 < waited / (time.monotonic() - started) < 0.8
+    finally:
+        for p in spinners:
+            p.kill()
+            p.wait()

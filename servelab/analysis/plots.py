@@ -210,6 +210,30 @@ def build(df: pd.DataFrame, spec: dict, name: str = "figure"):
     if order is not None:
         data = data.assign(**{x: data[x].map(format_value)})
     sns.set_theme(style="whitegrid", context="notebook")
+    data, plot_kw = relplot_kwargs(data, spec, x, hue, order)
+    if drawable:
+        grid = sns.relplot(**plot_kw)
+        axes = list(grid.axes_dict.items()) if spec.get("col") else [(None, grid.ax)]
+    else:
+        grid, axes = empty_grid(df, data, order, x_known)
+    # labels fit the canvas: the y label no taller than the axes
+    grid.set_axis_labels(wrapped(spec["xlabel"], 60), wrapped(spec["ylabel"], 30))
+    if order is None and drawable and (ticks := discrete_ticks(data[x])):
+        knob_ticks([ax for _, ax in axes], *ticks)
+    for ax_key, ax in axes if drawable else []:
+        sub = data if ax_key is None else data[data[spec["col"]] == ax_key]
+        mark_measured(ax, sub, sub[x].cat.codes if order is not None else sub[x], spec, order)
+    if "valid" in data.columns and (~data["valid"].astype(bool)).any():
+        mark_invalid(axes, data[~data["valid"].astype(bool)], spec, x, order)
+    grid.figure.suptitle(wrapped(spec.get("title", name), 70), y=1.02)
+    marks_and_footer(grid.figure, axes, hardware_footer(df), [f"not drawn (no {x}): {', '.join(unplaced)}"]
+                     if unplaced else [])
+    return grid.figure
+
+
+def relplot_kwargs(data: pd.DataFrame, spec: dict, x: str, hue: str | None, order: list | None) -> tuple:
+    """(the data as drawn, seaborn's relplot arguments): kind, hue and size legends for what
+    varies, titled in words, a categorical x in its given order."""
     # categories are points: a line between two precisions or configurations means nothing
     kind = "scatter" if is_nominal(data[x]) else spec.get("kind", "line")
     # a legend only for what varies
@@ -243,23 +267,24 @@ def build(df: pd.DataFrame, spec: dict, name: str = "figure"):
         data[x] = pd.Categorical(data[x], categories=order, ordered=True)
         data = data.sort_values(x)
         plot_kw.update(data=data, **({"sort": False} if kind == "line" else {}))
-    if drawable:
-        grid = sns.relplot(**plot_kw)
-        axes = list(grid.axes_dict.items()) if spec.get("col") else [(None, grid.ax)]
-    else:  # nothing measured (every point failed): the axes and the failures alone
-        grid = sns.FacetGrid(data.iloc[:0], height=4, aspect=1.4)
-        axes = [(None, grid.ax)]
-        if order is not None and x_known:
-            grid.ax.set_xticks(range(len(order)), labels=order)
-        if "valid" not in df.columns or df["valid"].astype(bool).any():   # measured, yet nothing to draw
-            grid.ax.text(0.5, 0.5, "no values to draw: the engine exported none of these\n"
-                         "(e.g. no speculation counters without a speculative config)",
-                         ha="center", va="center", transform=grid.ax.transAxes, color="dimgray")
-    # labels fit the canvas: the y label no taller than the axes
-    grid.set_axis_labels(wrapped(spec["xlabel"], 60), wrapped(spec["ylabel"], 30))
-    ticks = discrete_ticks(data[x]) if order is None and drawable else None
-    for _, ax in axes if ticks else []:   # a knob's values, exactly: no in-between values implied
-        values, powers = ticks
+    return data, plot_kw
+
+
+def empty_grid(df: pd.DataFrame, data: pd.DataFrame, order: list | None, x_known: bool) -> tuple:
+    """Nothing measured (every point failed): the axes and the failures alone."""
+    grid = sns.FacetGrid(data.iloc[:0], height=4, aspect=1.4)
+    if order is not None and x_known:
+        grid.ax.set_xticks(range(len(order)), labels=order)
+    if "valid" not in df.columns or df["valid"].astype(bool).any():   # measured, yet nothing to draw
+        grid.ax.text(0.5, 0.5, "no values to draw: the engine exported none of these\n"
+                     "(e.g. no speculation counters without a speculative config)",
+                     ha="center", va="center", transform=grid.ax.transAxes, color="dimgray")
+    return grid, [(None, grid.ax)]
+
+
+def knob_ticks(axes: list, values: list, powers: bool) -> None:
+    """A knob's values, exactly: no in-between values implied."""
+    for ax in axes:
         if powers:
             ax.set_xscale("log", base=2)
         ax.set_xticks(values, labels=[str(v) for v in values])
@@ -267,64 +292,67 @@ def build(df: pd.DataFrame, spec: dict, name: str = "figure"):
         if not powers and len(values) > 1:
             pad = (values[-1] - values[0]) * 0.08
             ax.set_xlim(values[0] - pad, values[-1] + pad)
-    for ax_key, ax in axes if drawable else []:
-        sub = data if ax_key is None else data[data[spec["col"]] == ax_key]
+
+
+def mark_measured(ax, sub: pd.DataFrame, xs, spec: dict, order: list | None) -> None:
+    """One facet's intervals over repeats, warned points ringed, its y axis from 0 where it
+    should be, long category labels turned."""
+    if sub["_ci"].notna().any():
+        # a latency or a rate is never below 0: a wide interval over few repeats stops there
+        # (week 1's rate-10 TTFT over 3 repeats reached -440 ms, the axis -500)
+        below = sub["_ci"].where(sub["_y"] < 0, sub["_ci"].clip(upper=sub["_y"]))
+        ax.errorbar(xs, sub["_y"], yerr=[below, sub["_ci"]], fmt="none", ecolor="dimgray", elinewidth=1,
+                    capsize=4, zorder=4, label="95 % interval over repeats")
+    most, some = warned_rows(sub)
+    if most.any():
+        ax.scatter(xs[most], sub["_y"][most], s=220, facecolors="none", edgecolors="darkorange",
+                   linewidths=1.5, zorder=6, label=MARK_LABELS[1])
+    if some.any():
+        ax.scatter(xs[some], sub["_y"][some], s=220, facecolors="none", edgecolors="darkorange",
+                   linewidths=1.0, linestyles=":", zorder=6, label=MARK_LABELS[2])
+    if from_zero(spec):
+        ax.set_ylim(bottom=0)
+    elif sub["_y"].min() >= 0 and ax.get_ylim()[0] < 0:
+        # nothing measured is below 0 (an exact match of 0.0 from random weights drew an
+        # accuracy axis down to -0.04): stop just under 0, room for a marker's lower half
+        # (top > 0: matplotlib widens an all-zero axis to both sides)
+        ax.set_ylim(bottom=-0.03 * ax.get_ylim()[1])
+    if order is not None and max((len(str(v)) for v in order), default=0) > 6:
+        ax.tick_params(axis="x", labelrotation=30)
+        for label in ax.get_xticklabels():
+            label.set_horizontalalignment("right")
+
+
+def mark_invalid(axes: list, bad: pd.DataFrame, spec: dict, x: str, order: list | None) -> None:
+    """Invalid rows: a measured one crossed out, a failed one at the axis' foot with its reason."""
+    for ax_key, ax in axes:
+        sub = bad if ax_key is None else bad[bad[spec["col"]] == ax_key]
         xs = sub[x].cat.codes if order is not None else sub[x]
-        if sub["_ci"].notna().any():
-            # a latency or a rate is never below 0: a wide interval over few repeats stops there
-            # (2026-11-27: week 1's rate-10 TTFT over 3 repeats reached -440 ms, the axis -500)
-            below = sub["_ci"].where(sub["_y"] < 0, sub["_ci"].clip(upper=sub["_y"]))
-            ax.errorbar(xs, sub["_y"], yerr=[below, sub["_ci"]], fmt="none", ecolor="dimgray", elinewidth=1,
-                        capsize=4, zorder=4, label="95 % interval over repeats")
-        most, some = warned_rows(sub)
-        if most.any():
-            ax.scatter(xs[most], sub["_y"][most], s=220, facecolors="none", edgecolors="darkorange",
-                       linewidths=1.5, zorder=6, label=MARK_LABELS[1])
-        if some.any():
-            ax.scatter(xs[some], sub["_y"][some], s=220, facecolors="none", edgecolors="darkorange",
-                       linewidths=1.0, linestyles=":", zorder=6, label=MARK_LABELS[2])
-        if from_zero(spec):
-            ax.set_ylim(bottom=0)
-        elif sub["_y"].min() >= 0 and ax.get_ylim()[0] < 0:
-            # nothing measured is below 0 (an exact match of 0.0 from random weights drew an
-            # accuracy axis down to -0.04): stop just under 0, room for a marker's lower half
-            # (top > 0: matplotlib widens an all-zero axis to both sides)
-            ax.set_ylim(bottom=-0.03 * ax.get_ylim()[1])
-        if order is not None and max((len(str(v)) for v in order), default=0) > 6:
-            ax.tick_params(axis="x", labelrotation=30)
-            for label in ax.get_xticklabels():
-                label.set_horizontalalignment("right")
-    if "valid" in data.columns and (~data["valid"].astype(bool)).any():
-        bad = data[~data["valid"].astype(bool)]
-        for ax_key, ax in axes:
-            sub = bad if ax_key is None else bad[bad[spec["col"]] == ax_key]
-            xs = sub[x].cat.codes if order is not None else sub[x]
-            measured = sub["_y"].notna()
-            if measured.any():
-                ax.scatter(xs[measured], sub["_y"][measured], marker="x", color="red", s=90, zorder=5,
-                           label=MARK_LABELS[3])
-            if (~measured).any():
-                failed = sub[~measured]
-                reasons = sorted({textwrap.shorten(f"{sp}: {r}", 150) for sp, r in
-                                  zip(failed["server_point"], failed["invalid_reason"])})
-                ax.scatter(xs[~measured], [ax.get_ylim()[0]] * int((~measured).sum()), marker="v",
-                           color="black", s=90, zorder=5, clip_on=False,
-                           label="not measured:\n" + "\n".join(textwrap.fill(r, 60) for r in reasons))
-    grid.figure.suptitle(wrapped(spec.get("title", name), 70), y=1.02)
-    # servelab's marks (intervals, warnings, failures and their reasons) in one legend under
-    # everything drawn, the footer under that: neither hides a point, a label or the hue legend
+        measured = sub["_y"].notna()
+        if measured.any():
+            ax.scatter(xs[measured], sub["_y"][measured], marker="x", color="red", s=90, zorder=5,
+                       label=MARK_LABELS[3])
+        if (~measured).any():
+            failed = sub[~measured]
+            reasons = sorted({textwrap.shorten(f"{sp}: {r}", 150) for sp, r in
+                              zip(failed["server_point"], failed["invalid_reason"])})
+            ax.scatter(xs[~measured], [ax.get_ylim()[0]] * int((~measured).sum()), marker="v",
+                       color="black", s=90, zorder=5, clip_on=False,
+                       label="not measured:\n" + "\n".join(textwrap.fill(r, 60) for r in reasons))
+
+
+def marks_and_footer(figure, axes: list, footer: str, notes: list[str]) -> None:
+    """servelab's marks (intervals, warnings, failures and their reasons) in one legend under
+    everything drawn, the footer under that: neither hides a point, a label or the hue legend."""
     marks = {}
     for _, ax in axes:
         for handle, label in zip(*ax.get_legend_handles_labels()):
             if label in MARK_LABELS or label.startswith("not measured"):
                 marks.setdefault(label, handle)
     if marks:
-        grid.figure.legend(list(marks.values()), list(marks), loc="upper left", fontsize="small",
-                           frameon=False, bbox_to_anchor=(0.01, figure_bottom(grid.figure) - 0.01))
-    footer = hardware_footer(df)
-    if unplaced:
-        footer = "\n".join(filter(None, [f"not drawn (no {x}): {', '.join(unplaced)}", footer]))
+        figure.legend(list(marks.values()), list(marks), loc="upper left", fontsize="small",
+                      frameon=False, bbox_to_anchor=(0.01, figure_bottom(figure) - 0.01))
+    footer = "\n".join(filter(None, [*notes, footer]))
     if footer:
-        grid.figure.text(0.01, figure_bottom(grid.figure) - 0.02, footer, fontsize="x-small", color="dimgray",
-                         va="top", wrap=True)
-    return grid.figure
+        figure.text(0.01, figure_bottom(figure) - 0.02, footer, fontsize="x-small", color="dimgray",
+                    va="top", wrap=True)

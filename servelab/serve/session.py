@@ -14,6 +14,7 @@ the Launch, the GPUs), measurement (warm-up, points, drift), offline_session (th
 from __future__ import annotations
 
 import contextlib
+from dataclasses import dataclass
 import json
 import os
 import socket
@@ -222,19 +223,59 @@ def run(spec: SessionSpec, view_path: str | Path, retry_failed: bool = False,
     store = PointStore(spec.store_dir)
     hardware = provenance.hardware()
     engine_version = environment.installed_version(ENGINES[spec.engine].distributions, spec.env)
-    if spec.load_search:
-        search = SearchPoints(spec.load_search, spec.client_points[0], store,
-                              lambda knobs: identified(point_identity(spec, knobs, engine_version, hardware)),
-                              retry_failed=retry_failed)
-        points = search.replay()
-        missing = search if next(iter(search), None) else []
-        log(f"{spec.experiment}/{spec.server_point}: load search on {search.knob} from "
-            f"{spec.load_search['low']} to {spec.load_search['high']} ({len(search)} points at most), "
-            f"{len(points)} already measured{', more to measure' if missing else ', done'}")
-    else:
+    search, points, missing = planned_points(spec, store, engine_version, hardware, retry_failed)
+    hosted = hosted_guests(guests, engine_version, hardware)
+    if missing or hosted:
+        start = StartConditions.ready(spec, gpus, cold_at_once, before_claim)
+        session_name, session_dir = new_session_dir(spec)
+        with tempfile.TemporaryDirectory(prefix="servelab-") as tmpdir:
+            launch = Launch(spec, store, hardware, session_name, session_dir, tmpdir,
+                            session_env(spec, tmpdir, session_dir), gpus=gpus if start.prestart else None,
+                            gate=start.gate, before_claim=start.before_claim, gpu_wait_s=start.gpu_wait_s,
+                            gate_wait_s=start.gate_wait_s, jit_build_s=start.jit_build_s,
+                            plan=start.plan.as_dict() if start.plan else None,
+                            further=still_missing(spec, store, engine_version, hardware))
+            if start.short:   # a failed row that says so; the rest of the run goes on
+                stage = "capacity plan" if start.plan and not start.plan.fits else "GPUs"
+                fail_all(launch, missing, hosted, failure.PointFailed(stage, start.short))
+            else:
+                try:
+                    (measure_offline if spec.kind == "offline" else measure)(launch, missing, hosted)
+                finally:
+                    if start.gate is not None:
+                        start.gate.release()
+            points = search.replay() if spec.load_search else \
+                session_points(spec, store, engine_version, hardware, retry_failed=False)[0]
+            write_timings(spec, launch, hosted, run_started)
+    view = [store.load(key) for key, _, _ in points]
+    write_text(view_path, json.dumps(view, indent=2, sort_keys=True, default=str))
+    if text := failure.summary([r for r in view if r.get("failure")]):
+        log(text)
+    return view
+
+
+def planned_points(spec: SessionSpec, store: PointStore, engine_version: str | None, hardware: dict,
+                   retry_failed: bool) -> tuple:
+    """(the load search or None, the session's points, those to measure): a search's points
+    replayed from the store and bisected further, else the listed points."""
+    if not spec.load_search:
         points, missing = session_points(spec, store, engine_version, hardware, retry_failed=retry_failed)
         log(f"{spec.experiment}/{spec.server_point}: {len(points)} client point(s), "
             f"{len(points) - len(missing)} already measured, {len(missing)} to measure")
+        return None, points, missing
+    search = SearchPoints(spec.load_search, spec.client_points[0], store,
+                          lambda knobs: identified(point_identity(spec, knobs, engine_version, hardware)),
+                          retry_failed=retry_failed)
+    points = search.replay()
+    missing = search if next(iter(search), None) else []
+    log(f"{spec.experiment}/{spec.server_point}: load search on {search.knob} from "
+        f"{spec.load_search['low']} to {spec.load_search['high']} ({len(search)} points at most), "
+        f"{len(points)} already measured{', more to measure' if missing else ', done'}")
+    return search, points, missing
+
+
+def hosted_guests(guests: list[SessionSpec], engine_version: str | None, hardware: dict) -> list[Guest]:
+    """The guests with points to measure on this engine."""
     hosted = []
     for guest in guests:
         guest_store = PointStore(guest.store_dir)
@@ -245,7 +286,25 @@ def run(spec: SessionSpec, view_path: str | Path, retry_failed: bool = False,
     if hosted:
         log("on the same engine: " + ", ".join(f"{g.spec.experiment}/{g.spec.server_point} "
                                                f"({len(g.missing)} point(s))" for g in hosted))
-    if missing or hosted:
+    return hosted
+
+
+@dataclass
+class StartConditions:
+    """What is settled before a session's engine starts: whether it can (`short`: why not),
+    its capacity plan, a pre-start, the compile gate, and the seconds waited for each."""
+    short: str | None
+    plan: object
+    prestart: bool
+    gate: CompileGate | None
+    before_claim: Callable[[], float] | None
+    gpu_wait_s: float = 0.0
+    gate_wait_s: float = 0.0
+    jit_build_s: float = 0.0
+
+    @classmethod
+    def ready(cls, spec: SessionSpec, gpus: JobGpus | None, cold_at_once: int | None,
+              before_claim: Callable[[], float] | None) -> "StartConditions":
         short = gpus.shortfall() if gpus is not None else None
         # what the engine would refuse for want of memory, said before any start or GPU claim
         plan = None if short else capacity.plan_here(spec.model_path, spec.engine, spec.server_knobs, spec.env)
@@ -254,63 +313,45 @@ def run(spec: SessionSpec, view_path: str | Path, retry_failed: bool = False,
         elif plan and plan.warning:
             log(f"capacity plan ({plan.memory}): {plan.warning}")
         prestart = not short and prestarts(spec, gpus)
-        gate = None if short else compile_gate(spec, cold_at_once)
-        waited, gated, built = 0.0, 0.0, 0.0
+        start = cls(short, plan, prestart, None if short else compile_gate(spec, cold_at_once), before_claim)
         if before_claim is not None and not prestart and not short:
-            built, before_claim = before_claim(), None
-        if gate is not None and not prestart:
-            gated = gate.wait()   # a pre-started one passes it while it imports (hold_gpus)
+            start.jit_build_s, start.before_claim = before_claim(), None
+        if start.gate is not None and not prestart:
+            start.gate_wait_s = start.gate.wait()   # a pre-started one passes it while it imports (hold_gpus)
         if gpus is not None and not prestart and not short:
             waited = time.monotonic()
             gpus.take()   # blocks while other jobs hold the GPUs: not this session's time
-            waited = time.monotonic() - waited
-        session_name, session_dir = new_session_dir(spec)
-        with tempfile.TemporaryDirectory(prefix="servelab-") as tmpdir:
-            # `{session_dir}` in an env value: a per-session path (e.g. LMCache's disk tier)
-            env = {k: v.replace("{session_dir}", str(session_dir.resolve()))
-                   for k, v in server_env(spec, tmpdir).items()}
-            # an offline runner gets the servers' dev mode too (it serves no routes): in the
-            # servers' environment it forks from their zygote, not one of its own that imports
-            # again each time it has idled out (4 times in README command 1, 12-17 s each)
-            if spec.resets_prefix_cache or spec.kind == "offline":
-                env.update(ENGINES[spec.engine].reset_cache_env)
-            launch = Launch(spec, store, hardware, session_name, session_dir, tmpdir, env,
-                            gpus=gpus if prestart else None, gate=gate, before_claim=before_claim)
-            launch.gpu_wait_s += waited
-            launch.gate_wait_s += gated
-            launch.jit_build_s += built
-            launch.plan = plan.as_dict() if plan else None
-            launch.further = still_missing(spec, store, engine_version, hardware)
-            if short:   # a failed row that says so; the rest of the run goes on
-                stage = "capacity plan" if plan and not plan.fits else "GPUs"
-                fail_all(launch, missing, hosted, failure.PointFailed(stage, short))
-            else:
-                try:
-                    (measure_offline if spec.kind == "offline" else measure)(launch, missing, hosted)
-                finally:
-                    if gate is not None:
-                        gate.release()
-            points = search.replay() if spec.load_search else \
-                session_points(spec, store, engine_version, hardware, retry_failed=False)[0]
-            guest_wall = 0.0
-            for guest in hosted:
-                if guest.launch is not None:   # each guest's part of the time, as its own session's
-                    g = guest.launch
-                    wall = guest.wall_s or sum(g.timing.values())   # offline: its points' (and any start's) time
-                    guest_wall += wall
-                    write_text(g.session_dir / "timing.json",
-                               json.dumps(session_timing(guest.spec, g, wall, g.shared_from)))
-            # waiting for a GPU is not the session's time (nor is it without a pre-start)
-            timing = session_timing(spec, launch, time.monotonic() - run_started - guest_wall - launch.gpu_wait_s
-                                    - launch.gate_wait_s - launch.jit_build_s)
-            write_text(session_dir / "timing.json", json.dumps(timing))
-            log(f"session wall {timing['wall_s']}s: start-up {timing['startup_s']}s, warm-up "
-                f"{timing['warmup_s']}s, client points {timing['points_s']}s"
-                + (f" (repeats after the first: {timing['repeats_s']}s)" if timing["repeats_s"] else "")
-                + (f"; its guests' points {guest_wall:.1f}s more" if hosted else ""))
-            note_event(f"measured\t{os.getpid()}\t{timing['warmup_s'] + timing['points_s'] + guest_wall:.2f}")
-    view = [store.load(key) for key, _, _ in points]
-    write_text(view_path, json.dumps(view, indent=2, sort_keys=True, default=str))
-    if text := failure.summary([r for r in view if r.get("failure")]):
-        log(text)
-    return view
+            start.gpu_wait_s = time.monotonic() - waited
+        return start
+
+
+def session_env(spec: SessionSpec, tmpdir: str, session_dir: Path) -> dict:
+    """The servers' environment: `{session_dir}` in a value made a per-session path (e.g.
+    LMCache's disk tier); the engine's dev mode where the prefix cache is reset."""
+    env = {k: v.replace("{session_dir}", str(session_dir.resolve())) for k, v in server_env(spec, tmpdir).items()}
+    # an offline runner gets the servers' dev mode too (it serves no routes): in the
+    # servers' environment it forks from their zygote, not one of its own that imports
+    # again each time it has idled out (4 times in README command 1)
+    if spec.resets_prefix_cache or spec.kind == "offline":
+        env.update(ENGINES[spec.engine].reset_cache_env)
+    return env
+
+
+def write_timings(spec: SessionSpec, launch: Launch, hosted: list[Guest], run_started: float) -> None:
+    """Each guest's part of the time as its own session's, then this session's: its wall
+    less its guests', waiting for GPUs, for a compile key's cache and for JIT builds."""
+    guest_wall = 0.0
+    for guest in hosted:
+        if guest.launch is not None:
+            g = guest.launch
+            wall = guest.wall_s or sum(g.timing.values())   # offline: its points' (and any start's) time
+            guest_wall += wall
+            write_text(g.session_dir / "timing.json", json.dumps(session_timing(guest.spec, g, wall, g.shared_from)))
+    timing = session_timing(spec, launch, time.monotonic() - run_started - guest_wall - launch.gpu_wait_s
+                            - launch.gate_wait_s - launch.jit_build_s)
+    write_text(launch.session_dir / "timing.json", json.dumps(timing))
+    log(f"session wall {timing['wall_s']}s: start-up {timing['startup_s']}s, warm-up "
+        f"{timing['warmup_s']}s, client points {timing['points_s']}s"
+        + (f" (repeats after the first: {timing['repeats_s']}s)" if timing["repeats_s"] else "")
+        + (f"; its guests' points {guest_wall:.1f}s more" if hosted else ""))
+    note_event(f"measured\t{os.getpid()}\t{timing['warmup_s'] + timing['points_s'] + guest_wall:.2f}")

@@ -19,29 +19,10 @@ from servelab.search import steady_window
 from servelab.engines.lm_eval_client import accuracy_columns
 from servelab.engines.server_log import STARTUP_COLUMNS, TIMELINE_PHASES, kv_blocks
 
-LATENCIES = ("ttft", "tpot", "itl", "e2el")
-STATS = ("mean", "p50", "p90", "p99")
-SCALARS = {
-    "completed": "completed",
-    "failed": "failed",
-    "duration": "duration_s",
-    "request_throughput": "request_throughput_rps",
-    "output_throughput": "output_throughput_tps",
-    "total_token_throughput": "total_token_throughput_tps",
-    "total_input_tokens": "total_input_tokens",
-    "total_output_tokens": "total_output_tokens",
-    "max_concurrent_requests": "max_concurrent_requests",
-}
-MEASURED_SCALARS = set(SCALARS.values())
-# what each point records of how it was measured (conditions_columns, checks); the engine's
-# counters are absent where it exports none (SGLang, a vLLM without speculation)
-COUNTER_COLUMNS = {"prefix_cache_hit_rate", "spec_acceptance_rate", "spec_mean_accepted_len", "preemptions",
-                   "peak_kv_cache_usage", "kv_transfers", "kv_transfer_mean_ms", "kv_transfer_p90_ms",
-                   "kv_transfer_mb", "kv_failed_transfers"}
-CONDITION_COLUMNS = COUNTER_COLUMNS | {"repeats", "warmup_prompts", "prefix_cache_reset", "outside_cpu_cores",
-                                       "machine_cores", "session_cpu_cores", "client_cpu_cores",
-                                       "outside_gpu_processes", "drift_max_pct", "ttft_trend", "saturated",
-                                       "itl_floor_ms", "ttft_floor_ms", *STARTUP_COLUMNS, "startup_other_s"}
+# the table's columns are named in servelab.analysis.columns (one list: the checks, the export
+# and the docs read it)
+from servelab.analysis.columns import (  # noqa: E402
+    CONDITION_COLUMNS, COUNTER_COLUMNS, LATENCIES, MEASURED_SCALARS, SCALARS, STATS)
 
 
 def achieved_arrival_rate(start_times: list[float]) -> float | None:

@@ -26,7 +26,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
-from servelab.analysis.metrics import COUNTER_COLUMNS  # noqa: E402
+from servelab.analysis.columns import COUNTER_COLUMNS  # noqa: E402
 from servelab.atomic import atomic_path  # noqa: E402
 from servelab.config.experiments import format_value  # noqa: E402
 

@@ -18,6 +18,7 @@ from servelab.config.experiments import (DURATION_KNOB, ENV_KNOB, all_client_poi
                                          enabled_experiments, point_model, server_points, swept_knobs)
 from servelab.engines.lm_eval_client import column_prefixes
 from servelab.checks.search_checks import search_problems
+from servelab.analysis.columns import METRIC_COLUMNS
 
 # which engines serve, and the offline benchmarks each engine has
 SERVING_ENGINES = ("vllm", "sglang")
@@ -256,24 +257,6 @@ def duplicates(exp: dict, where: str) -> list[str]:
     return problems
 
 
-def _metric_columns() -> set[str]:
-    from servelab.analysis.metrics import CONDITION_COLUMNS, LATENCIES, SCALARS, STATS
-
-    lat = {f"{lat}_{stat}_ms" for lat in LATENCIES for stat in STATS}
-    steady = {f"steady_{c}" for c in lat | {"output_throughput_tps", "request_throughput_rps",
-                                            "total_token_throughput_tps", "requests", "window_s"}}
-    return lat | steady | set(SCALARS.values()) | {"request_rate", "achieved_rate_rps", "server_startup_s",
-                                          "samples_ttft", "samples_itl", "valid", "experiment",
-                                          "server_point", "model", "latency_mean_s",
-                                          "latency_p50_s", "latency_p90_s", "latency_p99_s",
-                                          "kv_cache_tokens", "kv_cache_blocks", "max_concurrency_x",
-                                          "weights_gib", "padding_fraction", "total_tokens",
-                                          "theory_latency_s", "theory_decode_step_ms",
-                                          "peak_rss_gib", "peak_gpu_mem_gib"} | CONDITION_COLUMNS
-
-
-
-METRIC_COLUMNS = _metric_columns()
 
 
 GPU_ONLY_MONITORS = ("gpu", "wrap")

@@ -28,10 +28,7 @@ import yaml
 
 from servelab.analysis import checks
 from servelab.analysis.metrics import LATENCIES, SCALARS, STATS, bench_row, requested_rate
-
-
-class ImportFailed(ValueError):
-    pass
+from servelab.export.import_failed import ImportFailed
 
 
 # vllm bench serve's saved result: what a row needs

@@ -15,13 +15,13 @@ import hashlib
 import json
 import math
 
+from servelab.analysis.columns import LATENCIES, STATS
 from servelab.export import pooled as pooling
 from servelab.export.llmd_schema import VERSION
 
-# the table's latency columns -> the report's latency statistics and their units
-LATENCY = {"ttft": ("time_to_first_token", "s"), "tpot": ("time_per_output_token", "s/token"),
-           "itl": ("inter_token_latency", "s/token"), "e2el": ("request_latency", "s")}
-STATS = ("mean", "p50", "p90", "p99")
+# the table's latency columns (servelab.analysis.columns) -> the report's latency statistics and their units
+LATENCY = dict(zip(LATENCIES, (("time_to_first_token", "s"), ("time_per_output_token", "s/token"),
+                               ("inter_token_latency", "s/token"), ("request_latency", "s"))))
 THROUGHPUT = {"output_throughput_tps": ("output_token_rate", "tokens/s"),
               "total_token_throughput_tps": ("total_token_rate", "tokens/s"),
               "request_throughput_rps": ("request_rate", "queries/s")}

@@ -19,7 +19,7 @@ from pathlib import Path
 from servelab.analysis import checks
 from servelab.analysis.metrics import requested_rate
 from servelab.export import llmd_schema
-from servelab.export.importers import ImportFailed
+from servelab.export.import_failed import ImportFailed
 
 LATENCY = {"time_to_first_token": "ttft", "time_per_output_token": "tpot", "inter_token_latency": "itl",
            "request_latency": "e2el"}

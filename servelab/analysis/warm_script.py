@@ -2,8 +2,8 @@
 seaborn once (#60).
 
 Each analysis job (a table, a figure, the comparisons) is a new interpreter that spends
-2.7 s importing pandas, matplotlib and seaborn (2-core AVX-512 host, 2026-11-29) before
-0.3-1 s of work; the CPU default runs 54 of them. A script that calls `run_warm` before
+longer importing pandas, matplotlib and seaborn than working (docs/measurements.md); the
+CPU default runs dozens of them. A script that calls `run_warm` before
 those imports is run again by a child of the analysis zygote (servelab.engines.zygote),
 which has them imported: Snakemake's preamble in the script gives the child the same job.
 The script's own process waits for the child, passes on what it printed, and exits with

@@ -24,9 +24,8 @@ PREFILL_PARAMS = {"do_remote_decode": True, "do_remote_prefill": False, "remote_
                   "remote_block_ids": None, "remote_host": None, "remote_port": None}
 MIN_TOKEN_FIELDS = ("min_tokens", "min_completion_tokens")
 # Seconds an idle connection to a server is kept for reuse: under vLLM's API server's own
-# keep-alive (VLLM_HTTP_TIMEOUT_KEEP_ALIVE, 5 s). aiohttp's default, 15 s, reused connections
-# the server had just closed: "Connection reset by peer", 2 of week 16's 30 requests at
-# 512 tokens in a CI run (2026-11-28), each a failed request to the client.
+# keep-alive (VLLM_HTTP_TIMEOUT_KEEP_ALIVE, 5 s). aiohttp's default, 15 s, reuses connections
+# the server has just closed: "Connection reset by peer", a failed request to the client.
 KEEPALIVE_S = 2
 
 

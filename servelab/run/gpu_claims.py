@@ -9,10 +9,9 @@ until the job exits (the kernel releases it even if the job is killed), and sets
 CUDA_VISIBLE_DEVICES to what it holds. A TP=2 point claims two.
 
 Waiting is first come, first served: a job that waits takes the queue lock and, holding
-it, keeps each GPU that frees until it has its count; no job claims while one waits. On a
-4x H100 (2026-11-27) claims that only took a whole set at once left week 13's TP 4
-session waiting 17 minutes for four free GPUs while one- and two-GPU jobs took each GPU
-that freed. At a run's start, a job narrower than the machine lets a wider job launched
+it, keeps each GPU that frees until it has its count; no job claims while one waits.
+Claims that only took a whole set at once let narrower jobs take each GPU that freed and
+starve a wide session (docs/measurements.md). At a run's start, a job narrower than the machine lets a wider job launched
 with it claim first (`START_GRACE_S`).
 """
 

@@ -6,10 +6,9 @@ serve` and SGLang's bench_serving save), plus `max_failed`, the failed requests 
 may have (0 when not given). A point the engine or client failed meets no SLO.
 
 A point at a request rate meets it only where it held that rate (`unheld`): its arrivals
-outlasted the median request, and its queue did not grow. On 2x H200 (2026-11-28,
-Phi-4-mini, 100 prompts a point) 6 of 9 configurations "met" the SLO at 128 req/s: the 100
-requests arrived in 0.78 s, under the median request's 2.4-3.2 s, so all were in flight at
-once, and the engine completed 25-30 req/s. One burst, not 128 req/s.
+outlasted the median request, and its queue did not grow. Else a few prompts at a high rate
+arrive as one burst, all in flight at once, and "meet" an SLO at a rate the engine never
+served (seen on 2x H200: docs/measurements.md, "Figures behind the code's choices").
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ import numbers
 
 from servelab.analysis.roofline import floors_ms
 from servelab.config.experiments import gpus_needed
+from servelab.engines import facts
 # the TTFT trend (a queue that grew) is also what a search's judge refuses a load on
 from servelab.search.slo import TTFT_TREND_LIMIT, burst, ttft_trend  # noqa: F401  (a row's ttft_trend: metrics)
 
@@ -25,12 +26,11 @@ DRIFT_LIMITS = {"p50_ttft_ms": 0.25, "p50_itl_ms": 0.10, "output_throughput": 0.
 # On the CPU the engine computes on every core: a quarter of a core taken from it moves the
 # point (a second clone beside the default: ITL +19 %), so more than that is warned.
 OUTSIDE_CPU_LIMIT = 0.25
-# On a GPU the session keeps about one core busy and the rest of the machine is idle. On 4x
-# H100 (64 logical cores, 2026-11-27): three neighbour sessions (4.2 cores) and 32 CPU hogs
-# (52 % of the cores busy) moved nothing beyond run-to-run noise; 56 hogs (90 % busy: the
-# hogs share the session's physical cores) moved TTFT p50 +34 % (16 noise sd), 64 hogs ITL
-# +9 %. Warned, on the safe side of that bracket, once the outside's load and the session's
-# together keep more than this share of the machine's cores busy.
+# On a GPU the session keeps about one core busy and the rest of the machine is idle: half
+# the cores busy moved nothing beyond run-to-run noise, nine tenths (sharing the session's
+# physical cores) moved TTFT and ITL (4x H100: docs/measurements.md). Warned, on the safe side
+# of that bracket, once the outside's load and the session's together keep more than this
+# share of the machine's cores busy.
 GPU_BUSY_SHARE_MAX = 0.6
 # An engine's own benchmark client is one Python process: this busy, it paces the load itself
 # (its event loop, not the server, decides when requests go and when tokens are read)
@@ -120,7 +120,7 @@ def condition_warnings(row: dict) -> list[str]:
     if note := outside_load_warning(row):
         warnings.append(note)
     client = row.get("client_cpu_cores")
-    if client is not None and client >= CLIENT_BUSY_LIMIT and row.get("client") != "aiperf":
+    if client is not None and client >= CLIENT_BUSY_LIMIT and facts.client(row.get("client")).one_process:
         warnings.append(f"the benchmark client kept {client:.2f} of a core busy: a single-process client "
                         f"this busy may pace the load (its figures may be the client's, not the engine's)")
     if str(row.get("kv_transport") or "").startswith("mooncake over TCP"):

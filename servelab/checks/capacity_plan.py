@@ -22,6 +22,7 @@ import yaml
 
 from servelab.config.experiments import enabled_experiments, point_model, server_points
 from servelab import machine
+from servelab.engines import facts
 from servelab.fetch import capacity
 from servelab.serve.topology import topology_gpus
 
@@ -59,7 +60,7 @@ def plan_lines(config: dict, memory: tuple[str, float, str, int | None]) -> tupl
         if exp_name not in config["experiments"]:
             raise SystemExit(f"servelab plan: run names {exp_name!r}, which is not under experiments:")
         exp = config["experiments"][exp_name]
-        if exp["engine"] not in ("vllm", "sglang"):
+        if not facts.of(exp["engine"]).kv_capacity_sized:
             continue
         for sp, knobs in server_points(exp).items():
             model = point_model(exp, knobs)

@@ -16,12 +16,13 @@ from servelab.config import workloads
 from servelab.fetch import dummy_weights, trace
 from servelab.config.experiments import (DURATION_KNOB, ENV_KNOB, all_client_points, client_points,
                                          enabled_experiments, point_model, server_points, swept_knobs)
+from servelab.engines import facts
 from servelab.engines.lm_eval_client import column_prefixes
 from servelab.checks.search_checks import search_problems
 from servelab.analysis.columns import METRIC_COLUMNS
 
 # which engines serve, and the offline benchmarks each engine has
-SERVING_ENGINES = ("vllm", "sglang")
+SERVING_ENGINES = tuple(name for name, engine in facts.FACTS.items() if engine.serves)
 OFFLINE_TOOLS = {"vllm": ("throughput", "latency"), "transformers": ("static_batch",)}
 
 
@@ -127,7 +128,7 @@ def check(config: dict) -> None:
             problems.append(f"{where}.eval.generated_task: another experiment defines {generated['name']!r} "
                             f"differently")
         mons = exp.get("monitors", {})
-        if "torch_profile" in mons and exp["engine"] != "vllm":
+        if "torch_profile" in mons and not facts.of(exp["engine"]).torch_profiler:
             problems.append(f"{where}.monitors.torch_profile: vLLM's profiler only (engine is {exp['engine']})")
         if offline and any("restart" in p for p in all_client_points(exp)):
             problems.append(f"{where}.client.restart: restarts are of a server; kind offline has none")
@@ -185,7 +186,8 @@ def workload_problems(config: dict) -> list[str]:
         out += [f"experiments.{exp_name}.dataset: {name!r} is a trace; SGLang's client reads another trace "
                 f"layout (its mooncake mode), not wired here: engine vllm replays it (docs/workloads.md)"
                 for exp_name, exp in config["experiments"].items()
-                if exp.get("dataset") == name and workloads.kind(spec) == "trace" and exp.get("engine") == "sglang"]
+                if exp.get("dataset") == name and workloads.kind(spec) == "trace"
+                and facts.of(exp.get("engine")).trace_layout_unwired]
     return out
 
 

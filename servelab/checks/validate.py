@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from servelab.checks.engine_parsers import (PARSERS, LMEvalParsers, offline_parser, parse_or_message,
                                             vllm_engine_config, with_engine_version)
 from servelab.config import workloads
-from servelab.engines import aiperf_client
+from servelab.engines import aiperf_client, facts
 from servelab.config.experiments import (all_client_points, bench_knobs, client_points, engine_flags, point_id,
                                         point_model, server_points)
 
@@ -53,9 +53,9 @@ def check_offline(name: str, exp: dict, config: dict, parser, *, models: dict[st
             if msg:
                 problems.append(Problem(name, f"{sp} {point_id(client)}", f"{exp['engine']} {exp['tool']}",
                                         with_engine_version(exp["engine"], msg)))
-            elif exp["engine"] == "vllm" and (model := models.get(point_model(exp, knobs))):
+            elif facts.of(exp["engine"]).offline_engine_config and (model := models.get(point_model(exp, knobs))):
                 if refused := vllm_engine_config(parse(cmd[cmd.index(after) + 1:]), model):
-                    problems.append(Problem(name, sp, f"vllm {exp['tool']} engine config", refused))
+                    problems.append(Problem(name, sp, f"{exp['engine']} {exp['tool']} engine config", refused))
                 break   # the engine's config is the server point's: one client point checks it
     return problems
 

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from servelab.engines import facts
+
 ROLES = ("prefill", "decode")
-ROUTER_PREFIX = "router_"
 DP_KNOBS = ("dp_size", "dp")
 
 
@@ -25,11 +26,12 @@ def roles(server_knobs: dict, topology: dict) -> list[Role]:
 
 
 def replicas(engine: str, knobs: dict) -> tuple[list[Role], dict] | None:
-    """The data-parallel replicas and router args of an SGLang point with router_* knobs;
-    None for any other point."""
-    if engine != "sglang" or not any(k.startswith(ROUTER_PREFIX) for k in knobs):
+    """The data-parallel replicas and router args of a point with its engine's router knobs
+    (SGLang's router_*: facts.router_knob_prefix); None for any other point."""
+    prefix = facts.of(engine).router_knob_prefix
+    if not prefix or not any(k.startswith(prefix) for k in knobs):
         return None
     count = next((int(knobs[k]) for k in DP_KNOBS if knobs.get(k) is not None), 1)
-    worker = {k: v for k, v in knobs.items() if not k.startswith(ROUTER_PREFIX) and k not in DP_KNOBS}
-    router = {k[len(ROUTER_PREFIX):]: v for k, v in knobs.items() if k.startswith(ROUTER_PREFIX)}
+    worker = {k: v for k, v in knobs.items() if not k.startswith(prefix) and k not in DP_KNOBS}
+    router = {k[len(prefix):]: v for k, v in knobs.items() if k.startswith(prefix)}
     return [Role(f"replica{i}", dict(worker)) for i in range(count)], router

@@ -18,6 +18,8 @@ from __future__ import annotations
 import hashlib
 import json
 
+from servelab.engines import facts
+
 KINDS = ("multi_turn", "shared_prefix", "trace")
 # the client knob that carries a multi-turn workload to AIPerf (servelab.engines.aiperf_client)
 MULTI_TURN_KNOB = "multi_turn"
@@ -36,7 +38,7 @@ def dataset_name(spec: dict, engine: str) -> str:
     if k == "multi_turn":
         return MULTI_TURN_DATASET
     if k == "shared_prefix":
-        return "generated-shared-prefix" if engine == "sglang" else "prefix_repetition"
+        return facts.of(engine).shared_prefix_dataset
     if k == "trace":   # vLLM's (SGLang's `mooncake` reads another layout: refused by the cross-checks)
         return "timed_trace"
     return spec.get("builtin", "sharegpt")
@@ -55,13 +57,9 @@ def client_knobs(spec: dict, engine: str) -> dict:
     if k == "shared_prefix":
         sp = spec["shared_prefix"]
         prompts = sp["groups"] * sp["prompts_per_group"]
-        if engine == "sglang":
-            return {"num_prompts": prompts, "gsp_num_groups": sp["groups"],
-                    "gsp_prompts_per_group": sp["prompts_per_group"], "gsp_system_prompt_len": sp["shared_len"],
-                    "gsp_question_len": sp["suffix_len"], "gsp_output_len": sp["output_len"]}
-        return {"num_prompts": prompts, "prefix_repetition_prefix_len": sp["shared_len"],
-                "prefix_repetition_suffix_len": sp["suffix_len"],
-                "prefix_repetition_num_prefixes": sp["groups"], "prefix_repetition_output_len": sp["output_len"]}
+        # each field under the name the engine's client gives it
+        return {"num_prompts": prompts,
+                **{knob: sp[field] for field, knob in facts.of(engine).shared_prefix_knobs.items()}}
     if k == "trace":
         tr = spec["trace"]
         # the trace's timestamps are ms; vLLM's client multiplies them into seconds

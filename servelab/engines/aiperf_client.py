@@ -22,6 +22,7 @@ import sys
 from pathlib import Path
 
 from servelab.config.workloads import MULTI_TURN_KNOB
+from servelab.engines.facts import AIPerfClient
 
 # the client knob that sends a point through AIPerf instead of the engine's client
 CLIENT_KNOB = "client_tool"
@@ -148,7 +149,7 @@ def result(out_dir: Path) -> dict:
            "total_token_throughput": stat("total_token_throughput", "avg"),
            "total_output_tokens": stat("total_output_tokens", "avg"),
            "total_input_tokens": stat("total_isl", "avg"),
-           "client": "aiperf", "client_version": summary.get("aiperf_version"), "requests": reqs,
+           "client": AIPerfClient.name, "client_version": summary.get("aiperf_version"), "requests": reqs,
            "ttfts": [r["ttft_ms"] / 1000 for r in ok if r["ttft_ms"] is not None]}
     for lat, tag in LATENCY_TAGS.items():
         out[f"mean_{lat}_ms"] = stat(tag, "avg")

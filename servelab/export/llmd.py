@@ -16,6 +16,7 @@ import json
 import math
 
 from servelab.analysis.columns import LATENCIES, STATS
+from servelab.engines import facts
 from servelab.export import pooled as pooling
 from servelab.export.llmd_schema import VERSION
 
@@ -120,7 +121,7 @@ def stack(row: dict, record: dict, label: str) -> list[dict]:
         return [engine_component(row, record, label, replicas=len(found[0]) if found else 1)]
     components = [engine_component(row, record, f"{label}-{role.name}", role=role.name, knobs=role.knobs,
                                    env=role.env) for role in topo.roles(server, layout)]
-    router = "servelab-pd-proxy" if identity.get("engine") == "vllm" else f"{identity.get('engine')}-router"
+    router = "servelab-pd-proxy" if facts.of(identity.get("engine")).pd_proxy else f"{identity.get('engine')}-router"
     components.append({"metadata": {"schema_version": "0.0.1", "label": f"{label}-router",
                                     "cfg_id": cfg_id(layout.get("router") or {}),
                                     "description": "the router the client talks to, in front of the P/D pair"},
@@ -169,9 +170,9 @@ def client_tool(record: dict, raw: dict | None = None) -> tuple[str, str]:
     command = str(prov.get("bench_args") or "").split()
     if kind.startswith("offline:"):
         return OFFLINE_TOOLS.get(kind.split(":", 1)[-1], kind), version
-    if command and command[0].rsplit("/", 1)[-1] == "aiperf":
-        return "aiperf", str((raw or {}).get("client_version") or (prov.get("packages") or {}).get("aiperf")
-                             or "unknown")
+    if client := (facts.client_of_program(command[0]) if command else None):   # a client of its own: AIPerf
+        return client.name, str((raw or {}).get("client_version")
+                                or (prov.get("packages") or {}).get(client.distribution) or "unknown")
     return LOAD_TOOLS.get(identity.get("engine"), f"{identity.get('engine')}-client"), version
 
 

@@ -23,6 +23,7 @@ from pathlib import Path
 import yaml
 
 from servelab.config.experiments import engine_flags, point_model
+from servelab.engines import facts
 from servelab.fetch.model_facts import decoder_params, routed_experts
 from servelab.machine import host_memory_gib, visible_gpus
 
@@ -163,7 +164,8 @@ def plan_point(config: dict, engine: str, knobs: dict, *, memory_gib: float, mem
             f"weights {weights:.2f} GiB + KV cache {kv_gib:g} GiB (VLLM_CPU_KVCACHE_SPACE) exceed {what}"
     else:
         moe = "moe" if routed_experts(config) > 1 else "dense"
-        if engine == "sglang":
+        static = facts.of(engine).static_memory_fraction   # SGLang's mem_fraction_static, else vLLM's rule
+        if static:
             fraction = float(knobs.get("mem_fraction_static")
                              or sglang_own_fraction(memory_gib * 1024, knobs, tp=tp, pp=pp))
             knob, reserved = "mem_fraction_static", 0.0
@@ -173,7 +175,7 @@ def plan_point(config: dict, engine: str, knobs: dict, *, memory_gib: float, mem
             knob, reserved = "gpu_memory_utilization", ACTIVATION_GIB[moe]
             budget = fraction * memory_gib
         kv_gib = budget - weights - reserved
-        if engine != "sglang" and knobs.get("kv_cache_memory_bytes"):
+        if not static and knobs.get("kv_cache_memory_bytes"):
             # vLLM then sizes its KV cache to that, per GPU, whatever the memory fraction
             kv_gib = float(knobs["kv_cache_memory_bytes"]) / GIB
             budget, knob = weights + reserved + kv_gib, "kv_cache_memory_bytes"
@@ -204,7 +206,7 @@ def plan_here(model_dir: str | Path, engine: str, knobs: dict, env: dict | None 
     the model's config.json cannot be planned (no decoder sizes) or the engine loads no model
     into GPU memory of its own."""
     path = Path(model_dir) / "config.json"
-    if engine not in ("vllm", "sglang") or not path.is_file():
+    if not facts.of(engine).kv_capacity_sized or not path.is_file():
         return None
     config = json.loads(path.read_text())
     if decoder_params(config) is None:
@@ -234,7 +236,7 @@ def point_plan(config: dict, exp: dict, knobs: dict, memory_name: str, *, memory
     an engine that loads no model of its own or a model whose shape is not known here."""
     from servelab.fetch.dummy_weights import served_knobs
 
-    if exp["engine"] not in ("vllm", "sglang"):
+    if not facts.of(exp["engine"]).kv_capacity_sized:
         return None
     model = point_model(exp, knobs)
     shape = model_config(config, model)

@@ -35,6 +35,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from servelab.config.experiments import enabled_experiments, point_env, server_points
+from servelab.engines import facts
 from servelab.run import provenance
 
 # module name -> (its FlashInfer generator's module, function)
@@ -60,7 +61,7 @@ def point_modules(config: dict, exp: dict, knobs: dict) -> list[str]:
     """The modules one server point's vLLM start builds: `sampling` unless FlashInfer's
     sampler is off in its environment; `trtllm_comm` where it has tensor parallelism
     under the trtllm all-reduce backend. None for other engines."""
-    if exp.get("engine") != "vllm" or not exp.get("server"):
+    if not facts.of(exp.get("engine")).prebuilds_flashinfer or not exp.get("server"):
         return []
     engine_env = (config.get("engines", {}).get("vllm") or {}).get("env") or {}
     env = {**engine_env, **(exp["server"].get("env") or {}), **point_env(knobs)}

@@ -16,7 +16,7 @@ from typing import Callable
 
 from servelab.atomic import write_text
 from servelab.config.experiments import EVAL_KNOB, gpus_needed, point_id
-from servelab.engines import commands, environment, fusion_size, prestart, zygote
+from servelab.engines import commands, environment, facts, fusion_size, prestart, zygote
 from servelab.engines.registry import ENGINES
 from servelab.run import caches, provenance
 from servelab.run.compile_gate import CompileGate
@@ -192,6 +192,42 @@ class Launch:
     timing: dict = field(default_factory=lambda: {"startup_s": 0.0, "warmup_s": 0.0, "points_s": 0.0,
                                                   "drift_s": 0.0, "repeats_s": 0.0})
 
+    # what is learned while it runs, set here only (fixed at launch: the fields above)
+    def starting(self, fleet: Fleet, serve_cmd: str) -> None:
+        """A fleet launched (the session's first, or after a restart): nothing known of it yet."""
+        self.fleet, self.serve_cmd, self.startup_s, self.facts = fleet, serve_cmd, None, {}
+
+    def use_client(self, make: Callable[[], object]) -> None:
+        """The session's benchmark client, made once (`make`) and kept across restarts."""
+        self.client = self.client or make()
+
+    def healthy(self, startup_s: float) -> None:
+        self.startup_s = startup_s
+        self.timing["startup_s"] += startup_s
+
+    def learned(self, server_facts: dict, jit_s: float = 0.0) -> None:
+        """What the server's log and endpoints said; of its start-up, FlashInfer's JIT builds."""
+        self.facts = server_facts
+        self.jit_s += jit_s
+
+    def warmed(self, warmup: dict | None) -> None:
+        self.warmup = warmup
+
+    def ran_offline(self, engine_start_s: float, server_facts: dict, serve_cmd: str) -> None:
+        """An offline point: its engine start where it paid one, the facts of the runner's log,
+        the command that reproduces it on its own."""
+        if engine_start_s:
+            self.healthy(engine_start_s)
+        self.facts, self.serve_cmd = server_facts, serve_cmd
+
+    def spent(self, part: str, seconds: float) -> None:
+        """Seconds of the session's time spent on `part` (warmup_s, drift_s...)."""
+        self.timing[part] += seconds
+
+    def sent_at_warmup(self, point: str, per_s: float) -> None:
+        """Requests a second a point's warm-up at load sent (its repeats compare with it)."""
+        self.sent_per_s[point] = per_s
+
     def count_point(self, wall_s: float, identity: dict) -> None:
         """A measured point's seconds, and among them a repeat's after the first."""
         self.timing["points_s"] += wall_s
@@ -231,6 +267,10 @@ class Guest:
     wall_s: float = 0.0
     further: Callable[[], list] | None = None   # under repeat_until: its points still missing
 
+    def took(self, seconds: float) -> None:
+        """Its points' wall on the host's engine: its session's time."""
+        self.wall_s = seconds
+
 
 def guest_launch(host: Launch, guest: Guest) -> Launch:
     """The guest's side of the host's running engine: a session directory of its own in
@@ -255,7 +295,7 @@ def prestarts(spec: SessionSpec, gpus: JobGpus | None) -> bool:
     """Whether the session's engine starts before the job holds its GPUs
     (servelab.engines.prestart): one vLLM process, no profiler wrapping it, on a machine
     where the job claims its GPUs itself and has not yet."""
-    return bool(gpus is not None and gpus.deferrable and spec.engine == "vllm" and not spec.topology
+    return bool(gpus is not None and gpus.deferrable and facts.of(spec.engine).defers_start and not spec.topology
                 and not spec.monitors.get("wrap"))
 
 

@@ -55,7 +55,7 @@ def warm_up(launch: Launch, first: dict | None, out_dir: Path) -> dict | None:
               "duration_s": round(time.monotonic() - started, 2),
               # a closed-loop point sized in time sends max_concurrency x duration / this
               "median_request_s": (result.get("median_e2el_ms") or result.get("p50_e2el_ms") or 0) / 1000 or None}
-    launch.timing["warmup_s"] += warmup["duration_s"]
+    launch.spent("warmup_s", warmup["duration_s"])
     log(f"warm-up: {warmup['completed']}/{spec.warmup_prompts} requests in {warmup['duration_s']}s")
     return warmup
 
@@ -185,11 +185,11 @@ def warm_at_load(launch: Launch, key: str, knobs: dict, identity: dict) -> dict 
         log(f"warm-up at load failed ({failed.reason}); measuring anyway")
         return {"seconds": seconds, "failed": failed.reason}
     finally:
-        launch.timing["warmup_s"] += time.monotonic() - started
+        launch.spent("warmup_s", time.monotonic() - started)
     held = steady_window.held(result) or {}
     bound = result.get("bound") or {}
     if bound.get("sent"):   # the repeats of this load are sized from it (sized_prompts)
-        launch.sent_per_s[launch.point_name(knobs)] = bound["sent"] / seconds
+        launch.sent_at_warmup(launch.point_name(knobs), bound["sent"] / seconds)
     log(f"warm-up at the point's load: {seconds:g}s, {bound.get('sent')} request(s) sent")
     return {"seconds": seconds, **bound, "output_throughput": held.get("output_throughput"),
             "window": held.get("window")}
@@ -228,7 +228,7 @@ def check_drift(launch: Launch, group: list[Point], done: list[str]) -> None:
         log(f"drift check: the first point failed when measured again ({failed.reason})")
         return
     finally:
-        launch.timing["drift_s"] += time.monotonic() - started
+        launch.spent("drift_s", time.monotonic() - started)
     first = launch.store.raw(key)
     # the same point's other repeats in this session: how far it moved by chance alone
     repeats = [launch.store.raw(k) for k, kn in measured

@@ -146,11 +146,7 @@ def record_offline(point: tuple, outcome: dict, runner: Server, runner_cmd: list
     launch, key, knobs, identity, raw, _, standalone = point
     spec = launch.spec
     engine_start_s = outcome.get("engine_start_s", 0.0)
-    if engine_start_s:
-        launch.startup_s = engine_start_s
-        launch.timing["startup_s"] += engine_start_s
-    launch.facts = server_log.read_facts(runner.log)
-    launch.serve_cmd = commands.shell_line(standalone)   # what reproduces this point on its own
+    launch.ran_offline(engine_start_s, server_log.read_facts(runner.log), commands.shell_line(standalone))
     name = launch.point_name(knobs, identity)
     extra = {"offline_runner": {"command": commands.shell_line(runner_cmd), "engine_start_s": engine_start_s,
                                 "engine_reused": not engine_start_s}}
@@ -162,8 +158,8 @@ def record_offline(point: tuple, outcome: dict, runner: Server, runner_cmd: list
         return
     launch.count_point(outcome["wall_s"], identity)
     if warmed := offline_warmup(spec, knobs):   # inside the benchmark: it ran, or the point failed
-        launch.warmup = {"num_prompts": warmed["num_warmups"], "completed": warmed["num_warmups"],
-                         "by": "the benchmark's --num-warmups"}
+        launch.warmed({"num_prompts": warmed["num_warmups"], "completed": warmed["num_warmups"],
+                       "by": "the benchmark's --num-warmups"})
     record = launch.record(key, identity, knobs, "", wall_s=outcome["wall_s"], extra={**measured, **extra})
     launch.store.save(key, record, {"bench.json": raw})
     owner = f"{spec.experiment}/" if launch.shared_from else ""

@@ -51,13 +51,13 @@ def measure_guest(host: Launch, guest: Guest) -> None:
     started = time.monotonic()
     log(f"{guest.spec.experiment}/{guest.spec.server_point} on this engine: {len(guest.missing)} point(s)")
     try:
-        launch.warmup = warm_up(launch, first_load(guest.missing), launch.session_dir)
+        launch.warmed(warm_up(launch, first_load(guest.missing), launch.session_dir))
         measure_points(launch, guest.missing, guest.done)
         measure_further(launch, guest.further, guest.done)
         if guest.spec.setting("drift_check"):
             check_drift(launch, guest.missing, guest.done)
     finally:
-        guest.wall_s = time.monotonic() - started
+        guest.took(time.monotonic() - started)
 
 
 def measure(launch: Launch, missing: list[Point], guests: list[Guest] = ()) -> None:
@@ -71,9 +71,9 @@ def measure(launch: Launch, missing: list[Point], guests: list[Guest] = ()) -> N
     for restart, group in restart_passes(missing) or [(0, [])]:
         launch_dir = launch.session_dir if restart == 0 else launch.session_dir / f"restart{restart}"
         launch_dir.mkdir(exist_ok=True)
-        fleet, launch.serve_cmd = launch_plan(spec, launch_dir, launch.env, gated=launch.gpus is not None)
-        write_text(launch_dir / "command.txt", launch.serve_cmd + "\n")
-        launch.fleet, launch.startup_s, launch.facts = fleet, None, {}
+        fleet, serve_cmd = launch_plan(spec, launch_dir, launch.env, gated=launch.gpus is not None)
+        write_text(launch_dir / "command.txt", serve_cmd + "\n")
+        launch.starting(fleet, serve_cmd)
         done: list[str] = []
         try:
             with fleet:
@@ -83,18 +83,17 @@ def measure(launch: Launch, missing: list[Point], guests: list[Guest] = ()) -> N
                 hold_gpus(launch, fleet.servers)
                 # imported while the server loads, or forked from the zygote that forked the
                 # server; a client of its own runs in the engine's env
-                launch.client = launch.client or launch.engine.client(*fleet.client_origin())
-                launch.startup_s = fleet.wait_healthy(spec.startup_timeout_s, progress=log)
+                launch.use_client(lambda: launch.engine.client(*fleet.client_origin()))
+                launch.healthy(fleet.wait_healthy(spec.startup_timeout_s, progress=log))
                 if launch.gate is not None:   # what it compiled is cached: the next of its key start warm
                     launch.gate.warmed()
-                launch.timing["startup_s"] += launch.startup_s
                 log(f"server healthy after {launch.startup_s:.1f}s; measuring {len(group)} point(s)")
-                launch.facts = {**server_log.read_facts(fleet.facts_from.log,
-                                                        server_log.scrape_metrics(fleet.facts_from.base_url)),
-                                **server_log.scrape_server_info(fleet.facts_from.base_url, launch.engine.info_path)}
-                launch.jit_s += server_log.jit_spans_s(launch.facts)
+                facts = {**server_log.read_facts(fleet.facts_from.log,
+                                                 server_log.scrape_metrics(fleet.facts_from.base_url)),
+                         **server_log.scrape_server_info(fleet.facts_from.base_url, launch.engine.info_path)}
+                launch.learned(facts, server_log.jit_spans_s(facts))
                 with sidecars(spec, fleet, launch_dir):
-                    launch.warmup = warm_up(launch, first_load(group), launch_dir)
+                    launch.warmed(warm_up(launch, first_load(group), launch_dir))
                     measure_points(launch, group, done)
                     if restart == 0:
                         measure_further(launch, launch.further, done)
@@ -202,7 +201,7 @@ def compile_gate(spec: SessionSpec, cold_at_once: int | None) -> CompileGate | N
     """The gate a start of an engine with a compile cache passes (servelab.run.compile_gate):
     its compile key's; None for other engines and eager starts."""
     cache = spec.env.get("VLLM_CACHE_ROOT")
-    if spec.engine != "vllm" or not cache:
+    if not getattr(ENGINES.get(spec.engine), "compile_cache", False) or not cache:
         return None
     key = compile_gate_key(spec.engine, spec.model_identity, spec.server_knobs)
     return None if key is None else CompileGate(Path(cache).parent / "gates", key, cold_at_once, progress=log)

@@ -15,7 +15,7 @@ SGLang's `dp_size` with `router_*` knobs means what `sglang_router.launch_server
 does in one command: `dp_size` servers behind its router (`--router-policy` ->
 the router's `--policy`). servelab launches them itself: sglang-router 0.3.2's
 launch_server imports `sglang.srt.utils.is_port_available`, which SGLang 0.5.17
-no longer has (on an H100, 2026-11-26), and one process per replica lets each
+no longer has, and one process per replica lets each
 replica's death be seen on its own.
 """
 
@@ -25,6 +25,7 @@ import sys
 
 from servelab.config.experiments import gpus_needed
 from servelab.config.topology_roles import Role, replicas, roles  # noqa: F401 (roles, replicas: its users')
+from servelab.engines import facts
 
 def fleet_roles(engine: str, knobs: dict, topology: dict | None, free_port) -> tuple[list[Role], int, list[str]] | None:
     """The engine servers of a multi-process point (ports assigned), the router's port and
@@ -67,19 +68,20 @@ def split_devices(visible: str | None, counts: list[int]) -> list[str | None]:
 
 def assign_ports(engine: str, rs: list[Role], free_port) -> None:
     """HTTP ports and the side ports the transfer backends listen on."""
+    side_channel, bootstrap = facts.of(engine).pd_side_channel_env, facts.of(engine).pd_bootstrap_port_knob
     for role in rs:
         role.port = free_port()
-        if engine == "vllm":
-            role.env.setdefault("VLLM_NIXL_SIDE_CHANNEL_PORT", str(free_port()))
-        if engine == "sglang" and role.name == "prefill":
-            role.knobs.setdefault("disaggregation_bootstrap_port", free_port())
+        if side_channel:
+            role.env.setdefault(side_channel, str(free_port()))
+        if bootstrap and role.name == "prefill":
+            role.knobs.setdefault(bootstrap, free_port())
 
 
 def router_command(engine: str, rs: list[Role], port: int, router_args: dict, *, free_port) -> list[str]:
     from servelab.engines.commands import to_flags
 
     prefill, decode = rs
-    if engine == "vllm":
+    if facts.of(engine).pd_proxy:   # servelab's own (its wheel ships none); else its router package's
         return [sys.executable, "-m", "servelab.engines.pd_proxy", "--port", str(port),
                 "--prefill", f"http://127.0.0.1:{prefill.port}", "--decode", f"http://127.0.0.1:{decode.port}",
                 *to_flags(router_args)]

@@ -1,0 +1,174 @@
+"""What the rest of the package asks of an engine or a load client, as facts: no code
+outside servelab/engines tests an engine's or a client's name. The engine classes of
+servelab.engines.registry (ENGINES) inherit these; this module imports nothing from servelab,
+so that every stage (config and fetch included) may read them: `of(name)` for an engine,
+`client(name)` for a client a point's result names.
+
+A name no engine has (a config the cross-checks refuse, before they have run) gets
+NoEngine's facts: what the code assumed of such a name before these were facts."""
+
+from __future__ import annotations
+
+
+class VLLMFacts:
+    # it runs as a server that a client sends requests to (else: offline points only)
+    serves = True
+    # its server holds a KV cache in memory of its own, sized by a memory knob, that the
+    # capacity plan sizes (servelab.fetch.capacity, `servelab plan`)
+    kv_capacity_sized = True
+    # its memory knob (SGLang's mem_fraction_static) is the share, of the memory left once it
+    # has started, for the weights and the KV pool only, activations outside it (else:
+    # gpu_memory_utilization's share of all the memory, activations within it, and
+    # kv_cache_memory_bytes, where set, the KV cache's bytes outright)
+    static_memory_fraction = False
+    # its client's generator of prompt groups sharing a prefix (a `shared_prefix` workload,
+    # servelab.config.workloads): its --dataset-name, and the knob that carries each field
+    shared_prefix_dataset = "prefix_repetition"
+    shared_prefix_knobs = {"shared_len": "prefix_repetition_prefix_len", "suffix_len": "prefix_repetition_suffix_len",
+                           "groups": "prefix_repetition_num_prefixes", "output_len": "prefix_repetition_output_len"}
+    # its client reads another layout of trace (SGLang's mooncake mode), not wired here: a
+    # `trace` dataset is refused for it (the cross-checks)
+    trace_layout_unwired = False
+    # the prefix of the knobs that put data-parallel replicas behind its router (SGLang's
+    # router_*: servelab.config.topology_roles.replicas); None: it has none
+    router_knob_prefix = None
+    # the package its router comes from (data-parallel replicas or a P/D pair), which the
+    # pre-flight asks for; None: none to install
+    router_package = None
+    # a P/D pair of it sits behind servelab's own proxy (servelab.engines.pd_proxy: its wheel
+    # ships none); else behind its router package's P/D router
+    pd_proxy = True
+    # the variable each P/D role gets a free port in for its KV-transfer side channel (NIXL)
+    pd_side_channel_env = "VLLM_NIXL_SIDE_CHANNEL_PORT"
+    # the prefill role's knob for the free port its KV bootstrap server listens on
+    pd_bootstrap_port_knob = None
+    # its start compiles into a cache keyed by the compile key, so that starts pass the
+    # compile gate (servelab.run.compile_gate)
+    compile_cache = True
+    # its start JIT-builds FlashInfer modules (sampling, trtllm all-reduce) that
+    # servelab.serve.jit_prebuild builds first, with no GPU held
+    prebuilds_flashinfer = True
+    # its server can be started before the job holds its GPUs, and wait for them imported
+    # (servelab.engines.prestart)
+    defers_start = True
+    # its server runs the torch profiler on request (the `torch_profile` monitor)
+    torch_profiler = True
+    # its flags are its installed release's (they come and go between releases): a refused
+    # flag names that release
+    release_flags = True
+    # the module of servelab's own that runs its offline points (its parser checks their
+    # flags); None: the engine's own benchmarks (`vllm bench throughput|latency`)
+    own_offline_runner = None
+    # its offline benchmark's arguments are engine arguments that its own config classes
+    # check before loading weights (servelab.checks.engine_parsers.vllm_engine_config)
+    offline_engine_config = True
+
+
+class SGLangFacts:
+    serves = True
+    kv_capacity_sized = True
+    static_memory_fraction = True
+    shared_prefix_dataset = "generated-shared-prefix"
+    shared_prefix_knobs = {"groups": "gsp_num_groups", "prompts_per_group": "gsp_prompts_per_group",
+                           "shared_len": "gsp_system_prompt_len", "suffix_len": "gsp_question_len",
+                           "output_len": "gsp_output_len"}
+    trace_layout_unwired = True
+    router_knob_prefix = "router_"
+    router_package = "sglang_router"
+    pd_proxy = False
+    pd_side_channel_env = None
+    pd_bootstrap_port_knob = "disaggregation_bootstrap_port"
+    compile_cache = False
+    prebuilds_flashinfer = False
+    defers_start = False
+    torch_profiler = False
+    release_flags = True
+    own_offline_runner = None
+    offline_engine_config = False
+
+
+class TransformersFacts:
+    serves = False
+    kv_capacity_sized = False
+    static_memory_fraction = False
+    shared_prefix_dataset = VLLMFacts.shared_prefix_dataset
+    shared_prefix_knobs = VLLMFacts.shared_prefix_knobs
+    trace_layout_unwired = False
+    router_knob_prefix = None
+    router_package = None
+    pd_proxy = False
+    pd_side_channel_env = None
+    pd_bootstrap_port_knob = None
+    compile_cache = False
+    prebuilds_flashinfer = False
+    defers_start = False
+    torch_profiler = False
+    release_flags = False
+    own_offline_runner = "servelab.engines.hf_static"
+    offline_engine_config = False
+
+
+class NoEngine:
+    """A name no engine has: no server, router or offline runner of its own, and vLLM's
+    client's workload names and memory rule (the branches the code took for any name but
+    SGLang's)."""
+    serves = False
+    kv_capacity_sized = False
+    static_memory_fraction = False
+    shared_prefix_dataset = VLLMFacts.shared_prefix_dataset
+    shared_prefix_knobs = VLLMFacts.shared_prefix_knobs
+    trace_layout_unwired = False
+    router_knob_prefix = None
+    router_package = None
+    pd_proxy = False
+    pd_side_channel_env = None
+    pd_bootstrap_port_knob = None
+    compile_cache = False
+    prebuilds_flashinfer = False
+    defers_start = False
+    torch_profiler = False
+    release_flags = False
+    own_offline_runner = None
+    offline_engine_config = False
+
+
+FACTS = {"vllm": VLLMFacts(), "sglang": SGLangFacts(), "transformers": TransformersFacts()}
+NO_ENGINE = NoEngine()
+
+
+def of(engine: str | None):
+    """The facts of the engine so named (NO_ENGINE's for a name no engine has)."""
+    return FACTS.get(engine, NO_ENGINE)
+
+
+class EngineClient:
+    """The engine's own benchmark client (`vllm bench serve`, `sglang.bench_serving`)."""
+    name = "engine"        # what a point's result names it (a row's `client`)
+    program = None         # not a program of its own: the engine's
+    distribution = None
+    # one Python process: this busy, its event loop paces the load (the "client busy" warning)
+    one_process = True
+
+
+class AIPerfClient:
+    """AIPerf (servelab.engines.aiperf_client), a client in an install of its own."""
+    name = "aiperf"          # what a point's result names it, and an llm-d report's tool
+    program = "aiperf"       # its executable: the first word of a point's recorded client command
+    distribution = "aiperf"  # its package, as provenance lists it
+    # its load comes from processes of its own (workers, record processors): the CPU counted
+    # as the point's client is not one event loop's, and warns of no busy client
+    one_process = False
+
+
+CLIENTS = {c.name: c for c in (EngineClient(), AIPerfClient())}
+
+
+def client(name: str | None):
+    """The client a point's result names (the engine's own where it names none or another)."""
+    return CLIENTS.get(name, CLIENTS["engine"])
+
+
+def client_of_program(argv0: str):
+    """The client of its own whose executable `argv0` is (a path or a name); None: none."""
+    program = argv0.rsplit("/", 1)[-1]
+    return next((c for c in CLIENTS.values() if c.program is not None and c.program == program), None)

@@ -1,0 +1,98 @@
+"""What the package asks of an engine or a client, as facts (servelab.engines.facts): each
+engine's values (those its name tests implied before), a name no engine has behaving as
+it did then, and no code outside servelab/engines testing an engine's or a client's name."""
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from servelab.engines import facts
+from servelab.engines.registry import ENGINES
+
+REPO = Path(__file__).resolve().parents[2]
+
+VLLM_SHARED_PREFIX = {"shared_len": "prefix_repetition_prefix_len", "suffix_len": "prefix_repetition_suffix_len",
+                      "groups": "prefix_repetition_num_prefixes", "output_len": "prefix_repetition_output_len"}
+SGLANG_SHARED_PREFIX = {"groups": "gsp_num_groups", "prompts_per_group": "gsp_prompts_per_group",
+                        "shared_len": "gsp_system_prompt_len", "suffix_len": "gsp_question_len",
+                        "output_len": "gsp_output_len"}
+# fact -> (vllm, sglang, transformers, a name no engine has)
+EXPECTED = {
+    "serves": (True, True, False, False),
+    "kv_capacity_sized": (True, True, False, False),
+    "static_memory_fraction": (False, True, False, False),
+    "shared_prefix_dataset": ("prefix_repetition", "generated-shared-prefix", "prefix_repetition",
+                              "prefix_repetition"),
+    "shared_prefix_knobs": (VLLM_SHARED_PREFIX, SGLANG_SHARED_PREFIX, VLLM_SHARED_PREFIX, VLLM_SHARED_PREFIX),
+    "trace_layout_unwired": (False, True, False, False),
+    "router_knob_prefix": (None, "router_", None, None),
+    "router_package": (None, "sglang_router", None, None),
+    "pd_proxy": (True, False, False, False),
+    "pd_side_channel_env": ("VLLM_NIXL_SIDE_CHANNEL_PORT", None, None, None),
+    "pd_bootstrap_port_knob": (None, "disaggregation_bootstrap_port", None, None),
+    "compile_cache": (True, False, False, False),
+    "prebuilds_flashinfer": (True, False, False, False),
+    "defers_start": (True, False, False, False),
+    "torch_profiler": (True, False, False, False),
+    "release_flags": (True, True, False, False),
+    "own_offline_runner": (None, None, "servelab.engines.hf_static", None),
+    "offline_engine_config": (True, False, False, False),
+}
+NAMES = ("vllm", "sglang", "transformers", "no-such-engine")
+
+# an engine's or client's name compared, outside servelab/engines (issue 79)
+NAME_TEST = (r'(==|!=) ?"(vllm|sglang|transformers|aiperf|lm_eval|hf)"|in \("(vllm|sglang)|'
+             r'"(vllm|sglang)" (in|not in)|in \{"(vllm|sglang)')
+
+
+def test_every_engine_has_every_fact_and_no_other_engine_exists():
+    assert set(ENGINES) == set(facts.FACTS) == set(NAMES[:3])
+    for name, engine in ENGINES.items():
+        assert isinstance(engine, type(facts.FACTS[name])), name
+        # a fact not listed here: add it to EXPECTED with each engine's value
+        declared = {k for k in vars(type(facts.FACTS[name])) if not k.startswith("_")}
+        assert declared == set(EXPECTED), name
+    assert {k for k in vars(facts.NoEngine) if not k.startswith("_")} == set(EXPECTED)
+
+
+@pytest.mark.parametrize("fact", sorted(EXPECTED))
+def test_each_engine_states_the_fact_its_name_implied(fact):
+    for name, want in zip(NAMES, EXPECTED[fact]):
+        assert getattr(facts.of(name), fact) == want, (name, fact)
+        if name in ENGINES:   # the engine itself says the same
+            assert getattr(ENGINES[name], fact) == want, (name, fact)
+
+
+def test_the_engines_that_serve_are_those_the_cross_checks_let_serve():
+    from servelab.checks.cross_checks import SERVING_ENGINES
+
+    assert SERVING_ENGINES == ("vllm", "sglang")
+
+
+def test_the_clients_a_result_names():
+    assert facts.client("aiperf").one_process is False
+    for name in ("engine", None, "someone-else"):   # the engine's own: one process
+        assert facts.client(name).one_process is True
+    assert facts.client_of_program("/x/.venv-aiperf/bin/aiperf").name == "aiperf"
+    assert facts.client_of_program("aiperf").distribution == "aiperf"
+    assert facts.client_of_program("--model") is None
+    assert facts.client_of_program("/usr/bin/python") is None
+
+
+def test_the_transformers_offline_runner_is_its_command_module():
+    cmd = ENGINES["transformers"].offline_plan_command("static_batch", "plan.json", "status.json")
+    assert cmd[1:3] == ["-m", facts.of("transformers").own_offline_runner]
+
+
+def test_no_code_outside_the_engines_tests_an_engine_or_client_name():
+    pattern = re.compile(NAME_TEST)
+    found = [f"{path.relative_to(REPO)}:{n}: {line.strip()}"
+             for path in sorted((REPO / "servelab").rglob("*.py"))
+             if (REPO / "servelab" / "engines") not in path.parents
+             for n, line in enumerate(path.read_text().splitlines(), 1) if pattern.search(line)]
+    assert found == []
+    # the same by grep, as the issue states it
+    out = subprocess.run(["grep", "-rnE", NAME_TEST, "servelab", "--include=*.py"], cwd=REPO,
+                         capture_output=True, text=True).stdout
+    assert [line for line in out.splitlines() if not line.startswith("servelab/engines/")] == []

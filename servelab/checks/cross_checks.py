@@ -83,10 +83,10 @@ def repeat_rule_problems(rule: dict | None, where: str) -> list[str]:
 
 
 def check(config: dict) -> None:
-    problems = []
-    for name in config.get("run") or []:
-        if name not in config["experiments"]:
-            problems.append(f"run: unknown experiment {name!r} (known: {sorted(config['experiments'])})")
+    """Every problem of the config the schema cannot see, named by its key; ConfigError
+    with all of them, before any job runs."""
+    problems = [f"run: unknown experiment {name!r} (known: {sorted(config['experiments'])})"
+                for name in config.get("run") or [] if name not in config["experiments"]]
     tasks_seen: dict = {}
     for name, exp in config["experiments"].items():
         where = f"experiments.{name}"
@@ -95,73 +95,16 @@ def check(config: dict) -> None:
         except ValueError as err:
             problems.append(f"{where}.server: {err}")
             continue
-        for section in ("model", "dataset", "engine"):
-            table = {"model": "models", "dataset": "datasets", "engine": "engines"}[section]
-            if exp[section] not in config[table]:
-                problems.append(f"{where}.{section}: {exp[section]!r} is not defined under {table} "
-                                f"(defined: {sorted(config[table])})")
-        for model in exp.get("server", {}).get("grid", {}).get("model", []):
-            if model not in config["models"]:
-                problems.append(f"{where}.server.grid.model: {model!r} is not defined under models "
-                                f"(defined: {sorted(config['models'])})")
+        problems += definition_problems(config, exp, where)
         problems += duplicates(exp, where)
         problems += repeat_rule_problems(exp.get("repeat_until", config.get("repeat_until")), where)
-        for side in ("server", "client"):
-            part = exp.get(side, {})
-            both = set(part.get("args", {})) & set(part.get("grid", {}))
-            if both:
-                problems.append(f"{where}.{side}: knob(s) {sorted(both)} are both fixed in args and swept in grid")
-        offline = exp.get("kind", "serve") == "offline"
-        tools = OFFLINE_TOOLS.get(exp["engine"], ())
-        if offline and exp.get("tool") not in tools:
-            problems.append(f"{where}: kind offline with engine {exp['engine']} needs tool one of {list(tools)} "
-                            f"(got {exp.get('tool')!r})")
-        if not offline and "tool" in exp:
-            problems.append(f"{where}.tool: only offline experiments take a tool")
-        if not offline and exp["engine"] not in SERVING_ENGINES:
-            problems.append(f"{where}: engine {exp['engine']} has no server; use kind offline")
-        generated = exp.get("eval", {}).get("generated_task")
-        if generated and generated["name"] not in exp["eval"]["tasks"]:
-            problems.append(f"{where}.eval.generated_task: {generated['name']!r} is not among eval.tasks "
-                            f"{exp['eval']['tasks']}")
-        if generated and tasks_seen.setdefault(generated["name"], generated) != generated:
-            problems.append(f"{where}.eval.generated_task: another experiment defines {generated['name']!r} "
-                            f"differently")
-        mons = exp.get("monitors", {})
-        if "torch_profile" in mons and not facts.of(exp["engine"]).torch_profiler:
-            problems.append(f"{where}.monitors.torch_profile: vLLM's profiler only (engine is {exp['engine']})")
-        if offline and any("restart" in p for p in all_client_points(exp)):
-            problems.append(f"{where}.client.restart: restarts are of a server; kind offline has none")
-        if exp.get("topology") and offline:
-            problems.append(f"{where}.topology: a P/D topology serves; kind offline has none")
-        if exp.get("eval") and offline:
-            problems.append(f"{where}.eval: lm-eval runs against a server; kind offline has none")
-        random_data = config["datasets"].get(exp["dataset"], {}).get("builtin") == "random"
-        if exp.get("tool") == "throughput" and random_data:
-            for knob in ("input_len", "output_len", "prefix_len"):
-                if any(knob in p for p in all_client_points(exp)):
-                    problems.append(f"{where}.client.{knob}: vllm bench throughput ignores it on the random "
-                                    f"dataset (its random_{knob} default wins); use random_{knob}")
-        problems += duration_problems(exp, where, offline)
-        needs_prompts = not offline or exp.get("tool") in ("throughput", "static_batch")
-        # a workload kind sizes its own requests (conversations x turns, groups, the trace)
-        needs_prompts = needs_prompts and not workloads.kind(config["datasets"].get(exp["dataset"], {}))
-        if needs_prompts and not any("num_prompts" in p for p in all_client_points(exp)):
-            problems.append(f"{where}.client: num_prompts is missing (set it in args or grid)")
+        problems += kind_problems(config, exp, where)
+        problems += eval_problems(exp, where, tasks_seen)
+        problems += duration_problems(exp, where, exp.get("kind", "serve") == "offline")
         if exp.get("search"):
             problems += search_problems(exp, f"{where}.search", config)
         problems += lmcache_problems(exp, where)
-        for fig, spec in exp.get("figures", {}).items():
-            joined = [o for o in spec.get("also_from", []) if o in config["experiments"]]
-            for other in set(spec.get("also_from", [])) - set(joined):
-                problems.append(f"{where}.figures.{fig}.also_from: unknown experiment {other!r}")
-            columns = METRIC_COLUMNS | {c for e in [name, *joined] for c in swept_knobs(config["experiments"][e])}
-            prefixes = tuple(p for e in [name, *joined] for p in column_prefixes(config["experiments"][e].get("eval", {})))
-            ys = spec["y"] if isinstance(spec["y"], list) else [spec["y"]]
-            for key, col in [("x", spec["x"]), *(("y", y) for y in ys),
-                             *((k, spec[k]) for k in ("hue", "col", "size") if k in spec)]:
-                if col not in columns and not col.startswith(prefixes or ("\0",)):
-                    problems.append(f"{where}.figures.{fig}.{key}: unknown column {col!r}")
+        problems += figure_problems(config, name, exp, where)
     problems += workload_problems(config)
     if problems:
         raise ConfigError("invalid config:\n  " + "\n  ".join(problems))
@@ -170,6 +113,92 @@ def check(config: dict) -> None:
         for name in enabled_experiments(config) if name in config["experiments"]})
     if problems:
         raise ConfigError("invalid config:\n  " + "\n  ".join(problems))
+
+
+def definition_problems(config: dict, exp: dict, where: str) -> list[str]:
+    """Its model, dataset and engine (and a grid's models) defined; no knob both fixed and swept."""
+    problems = []
+    for section, table in (("model", "models"), ("dataset", "datasets"), ("engine", "engines")):
+        if exp[section] not in config[table]:
+            problems.append(f"{where}.{section}: {exp[section]!r} is not defined under {table} "
+                            f"(defined: {sorted(config[table])})")
+    for model in exp.get("server", {}).get("grid", {}).get("model", []):
+        if model not in config["models"]:
+            problems.append(f"{where}.server.grid.model: {model!r} is not defined under models "
+                            f"(defined: {sorted(config['models'])})")
+    for side in ("server", "client"):
+        part = exp.get(side, {})
+        both = set(part.get("args", {})) & set(part.get("grid", {}))
+        if both:
+            problems.append(f"{where}.{side}: knob(s) {sorted(both)} are both fixed in args and swept in grid")
+    return problems
+
+
+def kind_problems(config: dict, exp: dict, where: str) -> list[str]:
+    """What a served or an offline experiment may take: its tool, a server, restarts, a
+    topology, lm-eval, the profiler, a random dataset's lengths, num_prompts."""
+    problems = []
+    offline = exp.get("kind", "serve") == "offline"
+    tools = OFFLINE_TOOLS.get(exp["engine"], ())
+    if offline and exp.get("tool") not in tools:
+        problems.append(f"{where}: kind offline with engine {exp['engine']} needs tool one of {list(tools)} "
+                        f"(got {exp.get('tool')!r})")
+    if not offline and "tool" in exp:
+        problems.append(f"{where}.tool: only offline experiments take a tool")
+    if not offline and exp["engine"] not in SERVING_ENGINES:
+        problems.append(f"{where}: engine {exp['engine']} has no server; use kind offline")
+    if "torch_profile" in exp.get("monitors", {}) and not facts.of(exp["engine"]).torch_profiler:
+        problems.append(f"{where}.monitors.torch_profile: vLLM's profiler only (engine is {exp['engine']})")
+    if offline and any("restart" in p for p in all_client_points(exp)):
+        problems.append(f"{where}.client.restart: restarts are of a server; kind offline has none")
+    if exp.get("topology") and offline:
+        problems.append(f"{where}.topology: a P/D topology serves; kind offline has none")
+    if exp.get("eval") and offline:
+        problems.append(f"{where}.eval: lm-eval runs against a server; kind offline has none")
+    random_data = config["datasets"].get(exp["dataset"], {}).get("builtin") == "random"
+    if exp.get("tool") == "throughput" and random_data:
+        for knob in ("input_len", "output_len", "prefix_len"):
+            if any(knob in p for p in all_client_points(exp)):
+                problems.append(f"{where}.client.{knob}: vllm bench throughput ignores it on the random "
+                                f"dataset (its random_{knob} default wins); use random_{knob}")
+    needs_prompts = not offline or exp.get("tool") in ("throughput", "static_batch")
+    # a workload kind sizes its own requests (conversations x turns, groups, the trace)
+    needs_prompts = needs_prompts and not workloads.kind(config["datasets"].get(exp["dataset"], {}))
+    if needs_prompts and not any("num_prompts" in p for p in all_client_points(exp)):
+        problems.append(f"{where}.client: num_prompts is missing (set it in args or grid)")
+    return problems
+
+
+def eval_problems(exp: dict, where: str, tasks_seen: dict) -> list[str]:
+    """A generated lm-eval task among the experiment's tasks, and one definition per name
+    across experiments (`tasks_seen`: name -> the first definition)."""
+    generated = exp.get("eval", {}).get("generated_task")
+    problems = []
+    if generated and generated["name"] not in exp["eval"]["tasks"]:
+        problems.append(f"{where}.eval.generated_task: {generated['name']!r} is not among eval.tasks "
+                        f"{exp['eval']['tasks']}")
+    if generated and tasks_seen.setdefault(generated["name"], generated) != generated:
+        problems.append(f"{where}.eval.generated_task: another experiment defines {generated['name']!r} "
+                        f"differently")
+    return problems
+
+
+def figure_problems(config: dict, name: str, exp: dict, where: str) -> list[str]:
+    """Each figure's columns: metric columns (servelab.analysis.columns), the knobs swept in
+    it or the experiments it joins, lm-eval's columns."""
+    problems = []
+    for fig, spec in exp.get("figures", {}).items():
+        joined = [o for o in spec.get("also_from", []) if o in config["experiments"]]
+        for other in set(spec.get("also_from", [])) - set(joined):
+            problems.append(f"{where}.figures.{fig}.also_from: unknown experiment {other!r}")
+        columns = METRIC_COLUMNS | {c for e in [name, *joined] for c in swept_knobs(config["experiments"][e])}
+        prefixes = tuple(p for e in [name, *joined] for p in column_prefixes(config["experiments"][e].get("eval", {})))
+        ys = spec["y"] if isinstance(spec["y"], list) else [spec["y"]]
+        for key, col in [("x", spec["x"]), *(("y", y) for y in ys),
+                         *((k, spec[k]) for k in ("hue", "col", "size") if k in spec)]:
+            if col not in columns and not col.startswith(prefixes or ("\0",)):
+                problems.append(f"{where}.figures.{fig}.{key}: unknown column {col!r}")
+    return problems
 
 
 def workload_problems(config: dict) -> list[str]:

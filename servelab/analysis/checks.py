@@ -12,7 +12,7 @@ import numbers
 
 from servelab.analysis.roofline import floors_ms
 from servelab.config.experiments import gpus_needed
-from servelab.engines import facts
+from servelab.config import engine_facts as facts
 # the TTFT trend (a queue that grew) is also what a search's judge refuses a load on
 from servelab.search.slo import TTFT_TREND_LIMIT, burst, ttft_trend  # noqa: F401  (a row's ttft_trend: metrics)
 

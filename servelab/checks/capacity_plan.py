@@ -22,7 +22,7 @@ import yaml
 
 from servelab.config.experiments import enabled_experiments, point_model, server_points
 from servelab import machine
-from servelab.engines import facts
+from servelab.config import engine_facts as facts
 from servelab.fetch import capacity
 from servelab.serve.topology import topology_gpus
 

@@ -23,7 +23,7 @@ def with_engine_version(engine: str, msg: str) -> str:
     """A flag the installed engine's parser does not know: name that engine's version,
     since the flag may be a misspelling or belong to another release (vLLM's flags come
     and go between releases: `--calculate-kv-scales` is gone, `--speculative-config` is new)."""
-    from servelab.engines import facts
+    from servelab.config import engine_facts as facts
 
     if "unrecognized arguments" not in msg or not facts.of(engine).release_flags:
         return msg
@@ -161,7 +161,7 @@ def offline_parser(engine: str, tool: str):
     own offline runner where the engine has one, else `vllm bench TOOL`'s."""
     import importlib
 
-    from servelab.engines import facts
+    from servelab.config import engine_facts as facts
 
     if runner := facts.of(engine).own_offline_runner:
         return importlib.import_module(runner).parser().parse_args, runner

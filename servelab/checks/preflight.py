@@ -15,7 +15,8 @@ from pathlib import Path
 
 from servelab.config import workloads
 from servelab.config.experiments import all_client_points, server_points
-from servelab.engines import aiperf_client, environment, facts
+from servelab.config import engine_facts as facts
+from servelab.engines import aiperf_client, environment
 from servelab.serve.topology import replicas
 
 

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from servelab.checks.engine_parsers import (PARSERS, LMEvalParsers, offline_parser, parse_or_message,
                                             vllm_engine_config, with_engine_version)
 from servelab.config import workloads
-from servelab.engines import aiperf_client, facts
+from servelab.config import engine_facts as facts
+from servelab.engines import aiperf_client
 from servelab.config.experiments import (all_client_points, bench_knobs, client_points, engine_flags, point_id,
                                         point_model, server_points)
 

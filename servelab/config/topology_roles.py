@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from servelab.engines import facts
+from servelab.config import engine_facts as facts
 
 ROLES = ("prefill", "decode")
 DP_KNOBS = ("dp_size", "dp")

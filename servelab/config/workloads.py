@@ -18,7 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 
-from servelab.engines import facts
+from servelab.config import engine_facts as facts
 
 KINDS = ("multi_turn", "shared_prefix", "trace")
 # the client knob that carries a multi-turn workload to AIPerf (servelab.engines.aiperf_client)

@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 
 from servelab.config.workloads import MULTI_TURN_KNOB
-from servelab.engines.facts import AIPerfClient
+from servelab.config.engine_facts import AIPerfClient
 
 # the client knob that sends a point through AIPerf instead of the engine's client
 CLIENT_KNOB = "client_tool"

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from servelab.engines import commands
 # what the rest of the package asks of each engine (serves, KV capacity sized, router knobs...)
-from servelab.engines.facts import SGLangFacts, TransformersFacts, VLLMFacts
+from servelab.config.engine_facts import SGLangFacts, TransformersFacts, VLLMFacts
 
 
 class VLLM(VLLMFacts):

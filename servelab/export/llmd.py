@@ -16,7 +16,7 @@ import json
 import math
 
 from servelab.analysis.columns import LATENCIES, STATS
-from servelab.engines import facts
+from servelab.config import engine_facts as facts
 from servelab.export import pooled as pooling
 from servelab.export.llmd_schema import VERSION
 

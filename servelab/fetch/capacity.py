@@ -23,7 +23,7 @@ from pathlib import Path
 import yaml
 
 from servelab.config.experiments import engine_flags, point_model
-from servelab.engines import facts
+from servelab.config import engine_facts as facts
 from servelab.fetch.model_facts import decoder_params, routed_experts
 from servelab.machine import host_memory_gib, visible_gpus
 

@@ -35,7 +35,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from servelab.config.experiments import enabled_experiments, point_env, server_points
-from servelab.engines import facts
+from servelab.config import engine_facts as facts
 from servelab.run import provenance
 
 # module name -> (its FlashInfer generator's module, function)

@@ -16,7 +16,8 @@ from typing import Callable
 
 from servelab.atomic import write_text
 from servelab.config.experiments import EVAL_KNOB, gpus_needed, point_id
-from servelab.engines import commands, environment, facts, fusion_size, prestart, zygote
+from servelab.config import engine_facts as facts
+from servelab.engines import commands, environment, fusion_size, prestart, zygote
 from servelab.engines.registry import ENGINES
 from servelab.run import caches, provenance
 from servelab.run.compile_gate import CompileGate

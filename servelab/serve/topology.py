@@ -25,7 +25,7 @@ import sys
 
 from servelab.config.experiments import gpus_needed
 from servelab.config.topology_roles import Role, replicas, roles  # noqa: F401 (roles, replicas: its users')
-from servelab.engines import facts
+from servelab.config import engine_facts as facts
 
 def fleet_roles(engine: str, knobs: dict, topology: dict | None, free_port) -> tuple[list[Role], int, list[str]] | None:
     """The engine servers of a multi-process point (ports assigned), the router's port and

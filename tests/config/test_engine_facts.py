@@ -1,4 +1,4 @@
-"""What the package asks of an engine or a client, as facts (servelab.engines.facts): each
+"""What the package asks of an engine or a client, as facts (servelab.config.engine_facts): each
 engine's values (those its name tests implied before), a name no engine has behaving as
 it did then, and no code outside servelab/engines testing an engine's or a client's name."""
 import re
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from servelab.engines import facts
+from servelab.config import engine_facts as facts
 from servelab.engines.registry import ENGINES
 
 REPO = Path(__file__).resolve().parents[2]

@@ -107,3 +107,9 @@ def test_tests_mirror_the_package():
     stray = [p.name for p in tests.glob("test_*.py")
              if p.name != Path(__file__).name and p.stem.removeprefix("test_") not in ENTRY]
     assert not stray, f"tests outside a stage's folder: {stray}"
+
+
+def test_the_readme_layout_names_every_rule_file():
+    layout = (REPO / "README.md").read_text().split("## Layout", 1)[1].split("\n## ", 1)[0]
+    missing = [p.name for p in sorted((REPO / "workflow/rules").glob("*.smk")) if p.name not in layout]
+    assert not missing, f"README's layout does not name {missing}"

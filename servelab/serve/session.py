@@ -38,7 +38,7 @@ from servelab.serve.launch import (Fleet, Guest, Launch, guest_launch, hold_gpus
 from servelab.serve.measurement import check_drift, measure_points, warm_up
 from servelab.serve.offline_session import measure_offline
 from servelab.serve.point_identity import identified, point_identity
-from servelab.serve.session_points import session_points, still_missing
+from servelab.serve.session_points import listed_points, points_to_measure, still_missing
 from servelab.serve.server import ServerError, note_event, terminate_on_sigterm
 from servelab.serve.session_spec import SessionSpec
 from servelab.serve.store import Point, PointStore
@@ -244,7 +244,7 @@ def run(spec: SessionSpec, view_path: str | Path, retry_failed: bool = False,
                     if start.gate is not None:
                         start.gate.release()
             points = search.replay() if spec.load_search else \
-                session_points(spec, store, engine_version, hardware, retry_failed=False)[0]
+                listed_points(spec, store, engine_version, hardware, retry_failed=False)[0]
             write_timings(spec, launch, hosted, run_started)
     view = [store.load(key) for key, _, _ in points]
     write_text(view_path, json.dumps(view, indent=2, sort_keys=True, default=str))
@@ -258,7 +258,7 @@ def planned_points(spec: SessionSpec, store: PointStore, engine_version: str | N
     """(the load search or None, the session's points, those to measure): a search's points
     replayed from the store and bisected further, else the listed points."""
     if not spec.load_search:
-        points, missing = session_points(spec, store, engine_version, hardware, retry_failed=retry_failed)
+        points, missing = listed_points(spec, store, engine_version, hardware, retry_failed=retry_failed)
         log(f"{spec.experiment}/{spec.server_point}: {len(points)} client point(s), "
             f"{len(points) - len(missing)} already measured, {len(missing)} to measure")
         return None, points, missing
@@ -278,7 +278,7 @@ def hosted_guests(guests: list[SessionSpec], engine_version: str | None, hardwar
     hosted = []
     for guest in guests:
         guest_store = PointStore(guest.store_dir)
-        guest_missing = session_points(guest, guest_store, engine_version, hardware, retry_failed=False)[1]
+        guest_missing = points_to_measure(guest, guest_store, engine_version, hardware, retry_failed=False)[1]
         if guest_missing:
             hosted.append(Guest(guest, guest_store, guest_missing,
                                 further=still_missing(guest, guest_store, engine_version, hardware)))

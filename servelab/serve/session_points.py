@@ -13,10 +13,11 @@ from servelab.serve.session_spec import SessionSpec
 from servelab.serve.store import Point, PointStore
 
 
-def session_points(spec: SessionSpec, store: PointStore, engine_version: str | None, hardware: dict,
-                   *, retry_failed: bool) -> tuple[list, list]:
-    """(every point, those to measure) of a session without a load search, each as
-    (store key, client knobs, identity)."""
+def points_to_measure(spec: SessionSpec, store: PointStore, engine_version: str | None, hardware: dict,
+                      *, retry_failed: bool) -> tuple[list, list, dict]:
+    """(every point, those to measure, the repeat rule's decision per client point index) of
+    a session without a load search, each point as (store key, client knobs, identity).
+    Reads the store, writes nothing (note_repeat_rule writes the decisions)."""
     rule = spec.setting("repeat_until") if not spec.load_search else None
     first = repeat_rule.first_stage(rule, spec.setting("repeats"))
     decisions = {}
@@ -37,14 +38,27 @@ def session_points(spec: SessionSpec, store: PointStore, engine_version: str | N
             if repeat < n:
                 key, identity = identified(point_identity(spec, knobs, engine_version, hardware, repeat=repeat))
                 points.append(Point(key, knobs, identity))
-    for i, decision in decisions.items():   # each repeat's record says how many and why they stopped
-        for key, knobs, _ in points:
-            if knobs is spec.client_points[i] and store.has(key) and store.load(key).get("repeat_rule") != decision:
-                store.annotate(key, {"repeat_rule": decision})
     missing = [p for p in points if not store.has(p[0]) or (retry_failed and store.load(p[0]).get("failure"))]
     if any(knobs.get(RESTART_KNOB) for _, knobs, _ in missing):
         # a warm point means only after the cold ones in the same session: measure the sequence whole
         missing = points
+    return points, missing, decisions
+
+
+def note_repeat_rule(spec: SessionSpec, store: PointStore, points: list, decisions: dict) -> None:
+    """Each measured repeat's record says how many repeats its point gets and why they stopped."""
+    for i, decision in decisions.items():
+        for key, knobs, _ in points:
+            if knobs is spec.client_points[i] and store.has(key) and store.load(key).get("repeat_rule") != decision:
+                store.annotate(key, {"repeat_rule": decision})
+
+
+def listed_points(spec: SessionSpec, store: PointStore, engine_version: str | None, hardware: dict,
+                  *, retry_failed: bool) -> tuple[list, list]:
+    """(every point, those to measure), the repeat rule's decisions noted in the store: what
+    a session lists at its start and once it has measured."""
+    points, missing, decisions = points_to_measure(spec, store, engine_version, hardware, retry_failed=retry_failed)
+    note_repeat_rule(spec, store, points, decisions)
     return points, missing
 
 
@@ -53,4 +67,4 @@ def still_missing(spec: SessionSpec, store: PointStore, engine_version, hardware
     is measured (its further repeats); None otherwise."""
     if not spec.setting("repeat_until") or spec.load_search:
         return None
-    return lambda: session_points(spec, store, engine_version, hardware, retry_failed=False)[1]
+    return lambda: points_to_measure(spec, store, engine_version, hardware, retry_failed=False)[1]

@@ -87,27 +87,6 @@ class SGLangFacts:
     offline_engine_config = False
 
 
-class TransformersFacts:
-    serves = False
-    kv_capacity_sized = False
-    static_memory_fraction = False
-    shared_prefix_dataset = VLLMFacts.shared_prefix_dataset
-    shared_prefix_knobs = VLLMFacts.shared_prefix_knobs
-    trace_layout_unwired = False
-    router_knob_prefix = None
-    router_package = None
-    pd_proxy = False
-    pd_side_channel_env = None
-    pd_bootstrap_port_knob = None
-    compile_cache = False
-    prebuilds_flashinfer = False
-    defers_start = False
-    torch_profiler = False
-    release_flags = False
-    own_offline_runner = "servelab.engines.hf_static"
-    offline_engine_config = False
-
-
 class NoEngine:
     """A name no engine has: no server, router or offline runner of its own, and vLLM's
     client's workload names and memory rule (the branches the code took for any name but
@@ -130,6 +109,11 @@ class NoEngine:
     release_flags = False
     own_offline_runner = None
     offline_engine_config = False
+
+
+class TransformersFacts(NoEngine):
+    """HF transformers' static batching: offline only, by servelab's own runner."""
+    own_offline_runner = "servelab.engines.hf_static"
 
 
 FACTS = {"vllm": VLLMFacts(), "sglang": SGLangFacts(), "transformers": TransformersFacts()}

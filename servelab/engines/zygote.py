@@ -134,7 +134,8 @@ def owned(workdir: Path) -> dict[Path, int]:
     found = {}
     for path in Path(f"/tmp/servelab-zygote-{os.getuid()}").glob("*.sock"):
         try:
-            answer = ask(path, {"op": "ping"}, timeout_s=5)
+            # a zygote forking on a loaded host can be slow to answer: not a stale one
+            answer = ask(path, {"op": "ping"}, timeout_s=20)
             if Path(answer["owner"]).resolve() == Path(workdir).resolve():
                 found[path] = answer["pid"]
         except (OSError, KeyError, ValueError):

@@ -26,7 +26,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
-from servelab.analysis.columns import COUNTER_COLUMNS  # noqa: E402
+from servelab.analysis.columns import COUNTER_COLUMNS, STEADY_COLUMNS  # noqa: E402
 from servelab.atomic import atomic_path  # noqa: E402
 from servelab.config.experiments import format_value  # noqa: E402
 
@@ -34,11 +34,12 @@ from servelab.config.experiments import format_value  # noqa: E402
 def check_columns(df: pd.DataFrame, spec: dict, name: str) -> pd.DataFrame:
     """The table with the figure's columns; a measurement column that only failed
     points would have had (none measured) is added empty."""
-    ys = spec["y"] if isinstance(spec["y"], list) else [spec["y"]]
+    ys = spec_ys(spec)
     failed = "valid" in df.columns and not df["valid"].astype(bool).any()
-    # a counter the engine did not export (no speculation on this box, SGLang) is empty, not unknown
+    # a counter the engine did not export (no speculation on this box, SGLang), or a held
+    # window's figure where no point held its load, is empty, not unknown
     df = df.assign(**{c: float("nan") for c in [spec["x"], *ys]
-                      if c not in df.columns and (failed or c in COUNTER_COLUMNS)})
+                      if c not in df.columns and (failed or c in COUNTER_COLUMNS or c in STEADY_COLUMNS)})
     wanted = [spec["x"], *ys] + [spec[k] for k in ("hue", "col", "size") if spec.get(k)]
     missing = [c for c in wanted if c not in df.columns]
     if missing:
@@ -215,7 +216,7 @@ def build(df: pd.DataFrame, spec: dict, name: str = "figure"):
         grid = sns.relplot(**plot_kw)
         axes = list(grid.axes_dict.items()) if spec.get("col") else [(None, grid.ax)]
     else:
-        grid, axes = empty_grid(df, data, order, x_known)
+        grid, axes = empty_grid(df, data, order, x_known, held=any(c in STEADY_COLUMNS for c in (x, *spec_ys(spec))))
     # labels fit the canvas: the y label no taller than the axes
     grid.set_axis_labels(wrapped(spec["xlabel"], 60), wrapped(spec["ylabel"], 30))
     if order is None and drawable and (ticks := discrete_ticks(data[x])):
@@ -270,14 +271,21 @@ def relplot_kwargs(data: pd.DataFrame, spec: dict, x: str, hue: str | None, orde
     return data, plot_kw
 
 
-def empty_grid(df: pd.DataFrame, data: pd.DataFrame, order: list | None, x_known: bool) -> tuple:
-    """Nothing measured (every point failed): the axes and the failures alone."""
+def spec_ys(spec: dict) -> list[str]:
+    return spec["y"] if isinstance(spec["y"], list) else [spec["y"]]
+
+
+def empty_grid(df: pd.DataFrame, data: pd.DataFrame, order: list | None, x_known: bool, held: bool) -> tuple:
+    """Nothing measured (every point failed), or nothing of these columns: the axes, the
+    failures and why (`held`: a held window's columns, where no point held its load)."""
     grid = sns.FacetGrid(data.iloc[:0], height=4, aspect=1.4)
     if order is not None and x_known:
         grid.ax.set_xticks(range(len(order)), labels=order)
     if "valid" not in df.columns or df["valid"].astype(bool).any():   # measured, yet nothing to draw
-        grid.ax.text(0.5, 0.5, "no values to draw: the engine exported none of these\n"
-                     "(e.g. no speculation counters without a speculative config)",
+        why = ("no point held its load long enough for a held window\n(the rows' `window`: whole run; "
+               "their whole-run columns have the figures)" if held else
+               "the engine exported none of these\n(e.g. no speculation counters without a speculative config)")
+        grid.ax.text(0.5, 0.5, f"no values to draw: {why}",
                      ha="center", va="center", transform=grid.ax.transAxes, color="dimgray")
     return grid, [(None, grid.ax)]
 

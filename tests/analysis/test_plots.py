@@ -141,6 +141,21 @@ def test_a_counter_the_engine_did_not_export_is_an_empty_figure_that_says_so(tmp
         plots.draw(df, dict(spec, x="no_such_column"), tmp_path / "g.png")
 
 
+def test_a_held_window_figure_where_no_point_held_its_load_is_empty_and_says_why(tmp_path, monkeypatch):
+    """Seed 002's seqs128 at 50 req/s in 12 s points on an H200 (2026-12-03): no repeat held its
+    load, so the table has no steady_ columns; the figure is drawn and says why."""
+    texts = []
+    original = plots.plt.Axes.text
+    monkeypatch.setattr(plots.plt.Axes, "text", lambda self, *a, **k: texts.append(a[2]) or original(self, *a, **k))
+    df = pd.DataFrame({"output_throughput_tps": [7874.0, 7172.0], "server_point": ["async", "sync"],
+                       "valid": [True, True], "window": ["whole run", "whole run"]})
+    spec = {"x": "server_point", "y": "steady_output_throughput_tps", "kind": "scatter", "xlabel": "a", "ylabel": "b"}
+    assert plots.draw(df, spec, tmp_path / "f.png").stat().st_size > 0
+    assert any("no point held its load" in t for t in texts)
+    with pytest.raises(KeyError, match="steady_no_such"):     # an unknown column is still an error
+        plots.draw(df, dict(spec, y="steady_no_such"), tmp_path / "g.png")
+
+
 def test_the_search_figure_draws_the_frontiers_repeats_and_their_verdict(tmp_path, monkeypatch):
     from servelab.analysis import search_plots
     tried = pd.DataFrame({"round": [0, 1, 1], "server_point": ["a", "b", "c"], "goodput_tps": [300.0, 310.0, 0.0],

@@ -65,7 +65,7 @@ def import_runs(rest: list[str]) -> int:
 
 
 def vllm(rest: list[str]) -> int:
-    from servelab.engines import vllm_cli
+    from servelab.engines.vllm import cli as vllm_cli
 
     sys.argv = ["vllm", *rest]
     vllm_cli.main()

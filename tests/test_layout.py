@@ -60,7 +60,7 @@ def test_the_layers_import_one_way():
 
 
 def test_no_stage_imports_the_command_line():
-    importers = [str(path.relative_to(PACKAGE)) for path in PACKAGE.glob("*/*.py")
+    importers = [str(path.relative_to(PACKAGE)) for path in PACKAGE.glob("*/**/*.py")
                  if any(t.split(".")[1] in ENTRY for t in servelab_imports(path) if len(t.split(".")) > 1)]
     assert not importers
 
@@ -68,8 +68,9 @@ def test_no_stage_imports_the_command_line():
 def test_every_module_imports_only_what_its_stage_may():
     bases = base_modules()
     violations = []
-    for path in sorted(PACKAGE.glob("*/*.py")):
-        stage, module = path.parent.name, f"servelab.{path.parent.name}.{path.stem}"
+    for path in sorted(PACKAGE.glob("*/**/*.py")):   # a stage's modules, in its sub-folders too (engines/vllm/)
+        parts_of_path = path.relative_to(PACKAGE).with_suffix("").parts
+        stage, module = parts_of_path[0], "servelab." + ".".join(parts_of_path)
         allowed = set(importlib.import_module(f"servelab.{stage}").MAY_IMPORT) | {stage}
         for target in servelab_imports(path):
             parts = target.split(".")
@@ -113,3 +114,19 @@ def test_the_readme_layout_names_every_rule_file():
     layout = (REPO / "README.md").read_text().split("## Layout", 1)[1].split("\n## ", 1)[0]
     missing = [p.name for p in sorted((REPO / "workflow/rules").glob("*.smk")) if p.name not in layout]
     assert not missing, f"README's layout does not name {missing}"
+
+
+def test_each_engine_is_a_folder_behind_the_registrys_face():
+    """An engine's own modules are in its folder (docs/adding-an-engine.md), its face is
+    that folder's `engine` module, and the top of engines/ holds only what engines share."""
+    from servelab.engines.registry import ENGINES
+
+    engines = PACKAGE / "engines"
+    folders = {type(e).__module__.split(".")[2] for e in ENGINES.values()}
+    assert folders == {"vllm", "sglang", "hf"}
+    for name, engine in ENGINES.items():
+        assert type(engine).__module__.endswith(".engine"), name
+    shared = {p.stem for p in engines.glob("*.py")} - {"__init__"}
+    assert shared == {"registry", "commands", "environment", "offline_plan", "server_log", "prestart",
+                      "zygote", "zygote_process"}
+    assert {p.name for p in engines.iterdir() if p.is_dir() and p.name != "__pycache__"} == folders | {"clients"}

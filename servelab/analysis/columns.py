@@ -56,7 +56,7 @@ RECORD_COLUMNS = ({f"cpu_{r}_cores" for r in RECORD_ROLES} | {f"cpu_{r}_top_core
                      "record_ticks", "record_samples", "record_preemptions", "host_busy_cores", "host_steal_cores",
                      "gpu_sm_util_pct", "gpu_mem_util_pct", "gpu_sm_clock_mhz", "gpu_power_w"})
 
-# a point sized in time (servelab.engines.time_bound): how long it sent, how its requests ended
+# a point sized in time (servelab.engines.clients.time_bound): how long it sent, how its requests ended
 BOUNDED_COLUMNS = {"send_s", "drain_s", "point_wall_s", "prompts_sent", "requests_in_time", "requests_in_grace",
                    "requests_cut"}
 # where the load held (servelab.search.steady_window) and which window a row's figures are from

@@ -16,7 +16,7 @@ from servelab.analysis.roofline import theory_columns
 from servelab.config.experiments import EVAL_KNOB
 from servelab.raw_result import RAW, raw_file, read_conditions, read_raw
 from servelab.search import steady_window
-from servelab.engines.lm_eval_client import accuracy_columns
+from servelab.engines.clients.lm_eval import accuracy_columns
 from servelab.engines.server_log import STARTUP_COLUMNS, TIMELINE_PHASES, kv_blocks
 
 # the table's columns are named in servelab.analysis.columns (one list: the checks, the export
@@ -48,7 +48,7 @@ def offline_row(bench: dict) -> dict:
            "request_throughput_rps": bench["requests_per_second"],
            "total_token_throughput_tps": bench["tokens_per_second"],
            "total_tokens": bench["total_num_tokens"]}
-    if "output_tokens_per_second" in bench:  # servelab.engines.hf_static's static batching
+    if "output_tokens_per_second" in bench:  # servelab.engines.hf.static_batching's static batching
         row.update(output_throughput_tps=bench["output_tokens_per_second"],
                    total_output_tokens=bench["total_output_tokens"],
                    padding_fraction=bench["padding_fraction"])
@@ -76,7 +76,7 @@ def bench_row(bench: dict) -> dict:
 
 
 def bound_columns(bound: dict | None) -> dict:
-    """A point sized in time (servelab.engines.time_bound): what it sent, what completed in
+    """A point sized in time (servelab.engines.clients.time_bound): what it sent, what completed in
     its duration and in the grace period after it, what was cut; how long it sent and
     drained. The cut requests are not failures: `failed` counts the engine's refusals only."""
     if not bound:

@@ -3,7 +3,7 @@ then a table of TTFT and cached prompt tokens by turn index (results/EXP/turns.c
 figure (turns.png).
 
 Cached tokens are the engine's own count: `usage.prompt_tokens_details.cached_tokens` of
-each response, which AIPerf records per request (servelab.engines.aiperf_client). vLLM's
+each response, which AIPerf records per request (servelab.engines.clients.aiperf). vLLM's
 client records no usage per request: a trace replay's rows give TTFT by turn (the trace's
 `turn` field), the tokens the trace makes reusable (`trace_reusable_tokens_mean`, by its
 hash ids) and the point's prefix hit rate from the engine's counters

@@ -17,7 +17,7 @@ from servelab.fetch import dummy_weights, trace
 from servelab.config.experiments import (DURATION_KNOB, ENV_KNOB, all_client_points, client_points,
                                          enabled_experiments, point_model, server_points, swept_knobs)
 from servelab.config import engine_facts as facts
-from servelab.engines.lm_eval_client import column_prefixes
+from servelab.engines.clients.lm_eval import column_prefixes
 from servelab.checks.search_checks import search_problems
 from servelab.analysis.columns import METRIC_COLUMNS
 

@@ -10,7 +10,7 @@ import sys
 
 
 def vllm_serve_parser():
-    from servelab.engines.vllm_cli import patch_version_lookup
+    from servelab.engines.vllm.cli import patch_version_lookup
 
     patch_version_lookup()
     from vllm.entrypoints.launchers.cli_args import make_arg_parser
@@ -49,7 +49,7 @@ def parse_or_message(parse, argv: list[str]) -> str | None:
 
 class VLLMParsers:
     def __init__(self):
-        from servelab.engines.vllm_bench import BenchServe
+        from servelab.engines.vllm.bench import BenchServe
 
         self.serve = vllm_serve_parser().parse_args
         self.bench = BenchServe()
@@ -61,7 +61,7 @@ class VLLMParsers:
         return cmd[cmd.index("serve") + 1:]
 
     def router(self, argv: list[str]):
-        from servelab.engines.pd_proxy import parser
+        from servelab.engines.vllm.pd_proxy import parser
 
         return parser().parse_args(argv)
 
@@ -146,7 +146,7 @@ def vllm_offline_parser(tool: str):
     """`vllm bench throughput|latency`'s own parser (engine arguments included)."""
     import importlib
 
-    from servelab.engines.vllm_cli import patch_version_lookup
+    from servelab.engines.vllm.cli import patch_version_lookup
 
     patch_version_lookup()
     from vllm.utils.argparse_utils import FlexibleArgumentParser

@@ -16,7 +16,8 @@ from pathlib import Path
 from servelab.config import workloads
 from servelab.config.experiments import all_client_points, server_points
 from servelab.config import engine_facts as facts
-from servelab.engines import aiperf_client, environment
+from servelab.engines import environment
+from servelab.engines.clients import aiperf as aiperf_client
 from servelab.serve.topology import replicas
 
 

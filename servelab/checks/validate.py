@@ -18,7 +18,7 @@ from servelab.checks.engine_parsers import (PARSERS, LMEvalParsers, offline_pars
                                             vllm_engine_config, with_engine_version)
 from servelab.config import workloads
 from servelab.config import engine_facts as facts
-from servelab.engines import aiperf_client
+from servelab.engines.clients import aiperf as aiperf_client
 from servelab.config.experiments import (all_client_points, bench_knobs, client_points, engine_flags, point_id,
                                         point_model, server_points)
 
@@ -79,7 +79,7 @@ def launch_commands(exp: dict, knobs: dict, served_name: str) -> list[tuple[str,
 
 def check_eval(name: str, exp: dict, parsers: LMEvalParsers) -> list[Problem]:
     from servelab.fetch import eval_task
-    from servelab.engines import lm_eval_client
+    from servelab.engines.clients import lm_eval as lm_eval_client
 
     spec = exp["eval"]
     where = (name, "eval")

@@ -35,7 +35,7 @@ class VLLMFacts:
     # the package its router comes from (data-parallel replicas or a P/D pair), which the
     # pre-flight asks for; None: none to install
     router_package = None
-    # a P/D pair of it sits behind servelab's own proxy (servelab.engines.pd_proxy: its wheel
+    # a P/D pair of it sits behind servelab's own proxy (servelab.engines.vllm.pd_proxy: its wheel
     # ships none); else behind its router package's P/D router
     pd_proxy = True
     # the variable each P/D role gets a free port in for its KV-transfer side channel (NIXL)
@@ -113,7 +113,7 @@ class NoEngine:
 
 class TransformersFacts(NoEngine):
     """HF transformers' static batching: offline only, by servelab's own runner."""
-    own_offline_runner = "servelab.engines.hf_static"
+    own_offline_runner = "servelab.engines.hf.static_batching"
 
 
 FACTS = {"vllm": VLLMFacts(), "sglang": SGLangFacts(), "transformers": TransformersFacts()}
@@ -135,7 +135,7 @@ class EngineClient:
 
 
 class AIPerfClient:
-    """AIPerf (servelab.engines.aiperf_client), a client in an install of its own."""
+    """AIPerf (servelab.engines.clients.aiperf), a client in an install of its own."""
     name = "aiperf"          # what a point's result names it, and an llm-d report's tool
     program = "aiperf"       # its executable: the first word of a point's recorded client command
     distribution = "aiperf"  # its package, as provenance lists it

@@ -193,7 +193,7 @@ def closed_loop_floor(concurrency: int) -> int:
 
 def sized_prompts(knobs: dict, request_s: float | None, sent_per_s: float | None = None) -> int | None:
     """The prompts a load point sized in time is given: more than it can send in its
-    `duration_s`, since its client is stopped at that duration (servelab.engines.time_bound)
+    `duration_s`, since its client is stopped at that duration (servelab.engines.clients.time_bound)
     and what it was not sent is never created. An open loop's schedule runs
     DURATION_SPARE longer than the duration (the client spreads num_prompts over
     num_prompts / rate); a closed loop gets CLOSED_LOOP_SPARE_X times what its concurrency

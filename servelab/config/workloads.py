@@ -3,7 +3,7 @@
 - `multi_turn`: conversations of several turns, each turn sending the conversation so far
   (users = conversations in flight, turns, think time between turns, new tokens a turn, an
   optional shared system prompt). vLLM's client has no such mode: AIPerf runs it
-  (servelab.engines.aiperf_client).
+  (servelab.engines.clients.aiperf).
 - `shared_prefix`: groups of prompts sharing a prefix (groups, prompts per group, shared
   length): vLLM's `prefix_repetition`, SGLang's `generated-shared-prefix`.
 - `trace`: a Mooncake-style JSONL replayed on its timestamps (servelab.fetch.trace), time-
@@ -21,7 +21,7 @@ import json
 from servelab.config import engine_facts as facts
 
 KINDS = ("multi_turn", "shared_prefix", "trace")
-# the client knob that carries a multi-turn workload to AIPerf (servelab.engines.aiperf_client)
+# the client knob that carries a multi-turn workload to AIPerf (servelab.engines.clients.aiperf)
 MULTI_TURN_KNOB = "multi_turn"
 # the dataset name a multi-turn session runs (no engine client has it: AIPerf does)
 MULTI_TURN_DATASET = "multi_turn"

@@ -1,7 +1,11 @@
-"""What differs between engines (vLLM, SGLang, HF transformers, lm-eval as a client): knob
-dicts to command lines, the benchmark clients run in-process, the offline runners that
-measure many points on one engine, the P/D proxy, and what a server's log and /metrics
-state at start-up (server_log: the start-up's timeline, KV cache, weights). Each engine of
-the registry inherits its facts from servelab.config.engine_facts, which the other stages
-ask instead of its name. No lifecycle here: serve/ launches what these modules describe."""
+"""What differs between engines, one folder each behind one face (registry.ENGINES names
+them): vllm/ (its command lines, its own client in-process or forked, its offline runner,
+the P/D proxy), sglang/ (its face and its own client), hf/ (static batching with HF
+transformers, offline only); clients/ holds the clients that are no engine's own (AIPerf,
+lm-eval) and the time bound the engines' clients share. At the top, what they share: knob
+dicts to flags (commands), where an engine's packages are (environment), many offline points
+on one engine (offline_plan), what a server's log and /metrics state at start-up
+(server_log), the GPU gate (prestart) and the zygote that forks CPU servers. Each engine
+inherits its facts from servelab.config.engine_facts, which the other stages ask instead of
+its name. No lifecycle here: serve/ launches what these modules describe."""
 MAY_IMPORT = ("config",)

@@ -1,8 +1,8 @@
 """Many offline benchmark points in one process, the engine built once per engine configuration.
 
-An offline benchmark (`vllm bench latency|throughput`, servelab.engines.hf_static) builds
+An offline benchmark (`vllm bench latency|throughput`, servelab.engines.hf.static_batching) builds
 its engine inside its own process, so one process per point pays one engine start per
-point. A runner (servelab.engines.vllm_offline, hf_static --plan) instead reads a plan:
+point. A runner (servelab.engines.vllm.offline, hf_static --plan) instead reads a plan:
 
     {"points": [{"key": "...", "argv": [...]}, ...]}
 

@@ -7,8 +7,8 @@ a server's environment sets `SERVELAB_ZYGOTE=1` (config/local.yaml), its start a
 zygote of its environment for a fork instead of a new interpreter; the first start of an
 environment starts that zygote and waits for its imports. The session's benchmark client
 (`vllm bench serve`, another 13-16 s of imports in the session's process) is forked from the
-same zygote (servelab.engines.forked_client). A child runs vLLM's own command
-line as `python -m servelab.engines.vllm_cli` would, in a session of its own (its own
+same zygote (servelab.engines.vllm.forked_client). A child runs vLLM's own command
+line as `python -m servelab.engines.vllm.cli` would, in a session of its own (its own
 process group, as servelab.serve.server expects), with the server's environment, working
 directory and log. The zygote answers each child's exit code, and exits once it has had no
 child and no request for `IDLE_S`, or when the run whose directory it started in ends
@@ -49,8 +49,8 @@ IDLE_S = 300.0
 IDLE_ENV = "SERVELAB_ZYGOTE_IDLE_S"   # another idle time, in the zygote's environment
 KEEP_ENV = "SERVELAB_ZYGOTE_KEEP"     # "1" in a run's environment: its zygotes outlive it (run_ended)
 READY_TIMEOUT_S = 300.0          # a first start waits this long for the zygote's imports
-CLI = "servelab.engines.vllm_cli"            # `python -m` of vLLM's command line (serve, bench serve)
-OFFLINE = "servelab.engines.vllm_offline"   # and of an offline session's runner (vllm bench throughput|latency)
+CLI = "servelab.engines.vllm.cli"            # `python -m` of vLLM's command line (serve, bench serve)
+OFFLINE = "servelab.engines.vllm.offline"   # and of an offline session's runner (vllm bench throughput|latency)
 PROCESS = "servelab.engines.zygote_process"   # the zygote itself, as `ensure` starts it
 FORKED = "servelab: forked from the zygote "   # a forked server's first log line
 # what an import may read from the environment (vLLM's and the hub's settings, the threading

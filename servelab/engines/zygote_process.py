@@ -26,7 +26,7 @@ from servelab.engines.zygote import FORKED, IDLE_ENV, IDLE_S, OFFLINE
 # parses (vllm/entrypoints/cli/main.py), else each server imports them again
 CLI_MODULES = tuple(f"vllm.entrypoints.cli.{name}" for name in (
     "benchmark.main", "collect_env", "download_kernels", "launch", "openai", "preload", "run_batch",
-    "snapshot")) + ("vllm.benchmarks.serve", "servelab.engines.vllm_bench", OFFLINE)
+    "snapshot")) + ("vllm.benchmarks.serve", "servelab.engines.vllm.bench", OFFLINE)
 # imported once in an analysis zygote: what the analysis scripts import, and what the
 # preamble Snakemake writes into each script reads (its job, pickled)
 ANALYSIS_MODULES = ("pandas", "matplotlib", "seaborn", "servelab.analysis.plots", "servelab.analysis.metrics",
@@ -39,16 +39,16 @@ def run_module(module: str, args: list[str], asked_at: float | None = None) -> i
     """`python -m MODULE ARGS` in this process, which imported what it needs; its exit code.
     `asked_at`: when the session asked for it (an offline runner's start-up counts from there)."""
     if module == OFFLINE:
-        from servelab.engines import vllm_offline
+        from servelab.engines.vllm import offline as vllm_offline
 
         sys.argv = [module, *args]
         return vllm_offline.main(args, asked_at=asked_at or time.monotonic())
     if args[:2] == ["bench", "serve"]:   # as vLLM's command line runs it, without building
-        from servelab.engines.vllm_bench import BenchServe   # every subcommand's parser
+        from servelab.engines.vllm.bench import BenchServe   # every subcommand's parser
 
         BenchServe().call(args[2:])
         return 0
-    from servelab.engines import vllm_cli
+    from servelab.engines.vllm import cli as vllm_cli
     from vllm.entrypoints.cli.main import main
 
     sys.argv = ["vllm", *args]
@@ -108,7 +108,8 @@ def serve(path: Path, kind: str = "vllm") -> None:
         for name in ANALYSIS_MODULES:
             importlib.import_module(name)
     else:
-        from servelab.engines import prestart, vllm_cli
+        from servelab.engines import prestart
+        from servelab.engines.vllm import cli as vllm_cli
 
         vllm_cli.patch_version_lookup()
         for name in (*prestart.VLLM_SERVE_MODULES, *CLI_MODULES):

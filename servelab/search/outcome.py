@@ -26,8 +26,8 @@ RULE = ("the highest goodput wins unless others are within its noise (tie_within
         "only when distinguishably higher, else they tie")
 
 
-# servelab's entry point to vLLM's own CLI (servelab.engines.vllm_cli): `vllm serve` itself
-VLLM_CLI = ["-m", "servelab.engines.vllm_cli", "serve"]
+# servelab's entry point to vLLM's own CLI (servelab.engines.vllm.cli): `vllm serve` itself
+VLLM_CLI = ["-m", "servelab.engines.vllm.cli", "serve"]
 SESSION_FLAGS = ("--host", "--port", "--served-model-name")
 
 

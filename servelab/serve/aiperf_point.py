@@ -1,11 +1,11 @@
-"""A load point sent by AIPerf against a session's server (servelab.engines.aiperf_client):
+"""A load point sent by AIPerf against a session's server (servelab.engines.clients.aiperf):
 multi-turn conversations, or the two-client check. measurement.run_bench hands it such points."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from servelab.engines import aiperf_client
+from servelab.engines.clients import aiperf as aiperf_client
 from servelab.serve import failure
 
 

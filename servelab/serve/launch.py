@@ -17,7 +17,8 @@ from typing import Callable
 from servelab.atomic import write_text
 from servelab.config.experiments import EVAL_KNOB, gpus_needed, point_id
 from servelab.config import engine_facts as facts
-from servelab.engines import commands, environment, fusion_size, prestart, zygote
+from servelab.engines import commands, environment, prestart, zygote
+from servelab.engines.vllm import fusion_size
 from servelab.engines.registry import ENGINES
 from servelab.run import caches, provenance
 from servelab.run.compile_gate import CompileGate
@@ -44,7 +45,7 @@ def server_env(spec: SessionSpec, tmpdir: str) -> dict:
     env = {k: v for k, v in os.environ.items() if k not in THREAD_COUNT_VARS}
     env.update({k: str(v) for k, v in spec.env.items()})
     env["TMPDIR"] = tmpdir
-    # the server runs `python -m servelab.engines.vllm_cli`: make the package importable
+    # the server runs `python -m servelab.engines.vllm.cli`: make the package importable
     root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
     return env
@@ -115,7 +116,7 @@ def engine_signs(engine) -> dict:
 
 def start_knobs(spec: SessionSpec, session_dir: Path) -> dict:
     """The engine knobs a start of the session gets: its point's, a profiler's, and at TP > 1
-    on a CUDA GPU vLLM's own all-reduce fusion size (servelab.engines.fusion_size)."""
+    on a CUDA GPU vLLM's own all-reduce fusion size (servelab.engines.vllm.fusion_size)."""
     knobs = {**spec.server_knobs, **monitors.profiler_knobs(spec.monitors, session_dir)}
     return fusion_size.start_knobs(spec.engine, knobs, provenance.gpu_compute_capabilities)
 

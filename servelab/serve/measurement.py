@@ -16,7 +16,10 @@ from pathlib import Path
 
 from servelab.atomic import write_text
 from servelab.config.experiments import DURATION_KNOB, EVAL_KNOB, bench_knobs, closed_loop_floor, sized_prompts
-from servelab.engines import aiperf_client, commands, lm_eval_client, time_bound
+from servelab.engines import commands
+from servelab.engines.clients import aiperf as aiperf_client
+from servelab.engines.clients import lm_eval as lm_eval_client
+from servelab.engines.clients import time_bound
 from servelab.search import steady_window
 from servelab import machine
 from servelab.serve import aiperf_point, conditions, failure, point_record
@@ -267,7 +270,7 @@ def run_bench(launch: Launch, knobs: dict, raw_dir: Path, grace_s: float | None 
     """One load point with the engine's benchmark client; its saved result in one
     layout whatever the engine. A point sized in time is given more prompts than it can
     send and is stopped at its duration, its requests in flight cut after `grace_s`
-    (default: the session's) (servelab.engines.time_bound)."""
+    (default: the session's) (servelab.engines.clients.time_bound)."""
     if aiperf_client.wanted(knobs):   # multi-turn, or the two-client check: AIPerf (docs/workloads.md)
         return aiperf_point.measure(launch, knobs, raw_dir)
     spec, engine = launch.spec, launch.engine

@@ -27,7 +27,7 @@ def offline_batches(spec: SessionSpec, missing: list) -> list[list]:
 
 def measure_offline(launch: Launch, missing: list[Point], guests: list[Guest] = ()) -> None:
     """The offline benchmark of every missing point (`vllm bench throughput|latency`,
-    servelab.engines.hf_static), then of its guests' missing points, run by the engine's
+    servelab.engines.hf.static_batching), then of its guests' missing points, run by the engine's
     plan runner (servelab.engines.offline_plan): the engine is built once per engine
     configuration, not once per point, and lives in the runner's process, run in its
     own process group and torn down like a server. A point that raises fails alone

@@ -5,7 +5,7 @@ An experiment's `topology: {kind: pd, prefill, decode, router}` turns one server
 point into three processes: a prefill server and a decode server (the point's
 knobs overlaid by each role's `args`, and the role's `env`), then a front
 process the client talks to:
-- vLLM: servelab.engines.pd_proxy (vLLM's wheel ships no proxy);
+- vLLM: servelab.engines.vllm.pd_proxy (vLLM's wheel ships no proxy);
 - SGLang: sglang_router's P/D router (`--pd-disaggregation`).
 Ports the roles need (HTTP, NIXL side channel, SGLang bootstrap) are picked
 free at launch, so two sessions on one node do not collide. On a GPU node the
@@ -82,7 +82,7 @@ def router_command(engine: str, rs: list[Role], port: int, router_args: dict, *,
 
     prefill, decode = rs
     if facts.of(engine).pd_proxy:   # servelab's own (its wheel ships none); else its router package's
-        return [sys.executable, "-m", "servelab.engines.pd_proxy", "--port", str(port),
+        return [sys.executable, "-m", "servelab.engines.vllm.pd_proxy", "--port", str(port),
                 "--prefill", f"http://127.0.0.1:{prefill.port}", "--decode", f"http://127.0.0.1:{decode.port}",
                 *to_flags(router_args)]
     return [sys.executable, "-m", "sglang_router.launch_router", "--pd-disaggregation",

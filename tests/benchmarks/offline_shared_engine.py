@@ -4,8 +4,8 @@
         [--rounds 3] [--engine-args "--max-model-len 1024 --enforce-eager"] [--point-args "..."]
 
 The same point (`vllm bench latency|throughput` with --point-args) is measured in each
-round twice: by the standalone command (`python -m servelab.engines.vllm_cli bench TOOL`,
-its own engine) and by servelab's plan runner (servelab.engines.vllm_offline) after
+round twice: by the standalone command (`python -m servelab.engines.vllm.cli bench TOOL`,
+its own engine) and by servelab's plan runner (servelab.engines.vllm.offline) after
 another point, so that it runs on an engine that already served one (issue #18: one
 engine per engine configuration must not change what a point measures). Prints each
 round's figure (latency: mean of the iterations, s; throughput: tokens/s), each side's
@@ -55,7 +55,7 @@ def main() -> None:
         for r in range(args.rounds):
             out = tmp / f"alone{r}.json"
             started = time.monotonic()
-            subprocess.run([sys.executable, "-m", "servelab.engines.vllm_cli", "bench", args.tool, *point,
+            subprocess.run([sys.executable, "-m", "servelab.engines.vllm.cli", "bench", args.tool, *point,
                             "--output-json", str(out)], check=True, capture_output=True, cwd=REPO)
             walls["standalone"] += time.monotonic() - started
             alone.append(figure(args.tool, out))
@@ -65,7 +65,7 @@ def main() -> None:
                                                         ("point", [*point, "--output-json", str(tmp / f"shared{r}.json")])])
             status = tmp / f"status{r}.jsonl"
             started = time.monotonic()
-            subprocess.run([sys.executable, "-m", "servelab.engines.vllm_offline", args.tool, str(tmp / "plan.json"),
+            subprocess.run([sys.executable, "-m", "servelab.engines.vllm.offline", args.tool, str(tmp / "plan.json"),
                             str(status)], check=True, capture_output=True, cwd=REPO)
             walls["shared"] += time.monotonic() - started
             reused = offline_plan.read_status(status)[1]["engine_start_s"] == 0

@@ -29,7 +29,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from servelab.engines import commands  # noqa: E402
+from servelab.engines.vllm import commands as vllm_commands  # noqa: E402
 from servelab.serve.conditions import OutsideLoad  # noqa: E402
 from servelab.serve.server import Server, free_port  # noqa: E402
 
@@ -85,7 +85,7 @@ def server_env(args, device: str | None) -> dict:
 
 def start(model: Path, args, device: str | None, log: Path) -> Server:
     port = free_port()
-    server = Server(commands.vllm_serve_command(str(model), port, server_knobs(args), "calib"), port, log,
+    server = Server(vllm_commands.serve_command(str(model), port, server_knobs(args), "calib"), port, log,
                     env=server_env(args, device))
     server.start()
     return server
@@ -96,7 +96,7 @@ class Neighbour:
 
     def __init__(self, model: Path, args, device: str | None, log: Path):
         self.port = free_port()
-        self.pid = detached(commands.vllm_serve_command(str(model), self.port, server_knobs(args), "calib"),
+        self.pid = detached(vllm_commands.serve_command(str(model), self.port, server_knobs(args), "calib"),
                             server_env(args, device), log)
 
     def wait_healthy(self, timeout_s: float) -> None:
@@ -117,7 +117,7 @@ class Neighbour:
 
 
 def client_args(model: Path, server: Server, out: Path, prompts: int, rate: str) -> list[str]:
-    return commands.vllm_bench_serve_args(str(model), "calib", server.port, "random", dataset_path=None,
+    return vllm_commands.bench_serve_args(str(model), "calib", server.port, "random", dataset_path=None,
                                           knobs={"num_prompts": prompts, "request_rate": rate, "seed": 0,
                                            "random_input_len": 512, "random_output_len": 128, "ignore_eos": True},
                                           result_dir=str(out), result_file="bench.json")
@@ -126,7 +126,7 @@ def client_args(model: Path, server: Server, out: Path, prompts: int, rate: str)
 def neighbour_load(model: Path, neighbour: Neighbour, out: Path, args) -> int:
     """A neighbour session's client: `vllm bench serve` at 8 req/s until stopped (outside)."""
     out.mkdir(exist_ok=True)
-    cmd = [sys.executable, "-m", "servelab.engines.vllm_cli", "bench", "serve",
+    cmd = [sys.executable, "-m", "servelab.engines.vllm.cli", "bench", "serve",
            *client_args(model, neighbour, out, 100000, "8")]
     return detached(cmd, server_env(args, None), out / "client.log")
 
@@ -192,7 +192,7 @@ def main() -> None:
             for server in servers:
                 server.wait_healthy(1800)
             print(f"{len(servers)} server(s) healthy after {time.monotonic() - started:.0f}s", flush=True)
-            from servelab.engines.vllm_bench import BenchServe
+            from servelab.engines.vllm.bench import BenchServe
 
             bench, point = BenchServe(), servers[0]
 

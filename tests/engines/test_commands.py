@@ -2,6 +2,8 @@
 import pytest
 
 from servelab.engines import commands
+
+from servelab.engines.vllm import commands as vllm_commands
 from servelab.run import provenance
 from servelab.config.experiments import client_points, server_points
 
@@ -27,14 +29,14 @@ def vllm_serve_parser():
 
 
 def serve_argv(cmd):
-    """`python -m servelab.engines.vllm_cli serve MODEL ...` -> the arguments after `serve`."""
+    """`python -m servelab.engines.vllm.cli serve MODEL ...` -> the arguments after `serve`."""
     return cmd[cmd.index("serve") + 1:]
 
 
 def test_week01_server_command_parses_with_vllms_parser(local_config, vllm_serve_parser):
     exp = local_config["experiments"]["week01"]
     (knobs,) = server_points(exp).values()
-    cmd = commands.vllm_serve_command("/models/tiny", 8000, knobs, "servelab-week01")
+    cmd = vllm_commands.serve_command("/models/tiny", 8000, knobs, "servelab-week01")
     args = vllm_serve_parser.parse_args(serve_argv(cmd))
     assert args.model_tag == "/models/tiny"
     assert args.port == 8000 and args.host == "127.0.0.1"
@@ -43,17 +45,17 @@ def test_week01_server_command_parses_with_vllms_parser(local_config, vllm_serve
 
 
 def test_vllm_parser_rejects_a_stale_seed_flag(vllm_serve_parser):
-    cmd = commands.vllm_serve_command("/m", 8000, {"speculative_model": "TinyLlama"})
+    cmd = vllm_commands.serve_command("/m", 8000, {"speculative_model": "TinyLlama"})
     with pytest.raises(SystemExit):
         vllm_serve_parser.parse_args(serve_argv(cmd))
 
 
 def test_bench_args_parse_with_vllm_bench_serve_parser(local_config):
-    from servelab.engines.vllm_bench import BenchServe
+    from servelab.engines.vllm.bench import BenchServe
 
     bench = BenchServe()
     for knobs in client_points(local_config["experiments"]["week01"]):
-        argv = commands.vllm_bench_serve_args("/models/tiny", "servelab-week01", 8123, "sharegpt",
+        argv = vllm_commands.bench_serve_args("/models/tiny", "servelab-week01", 8123, "sharegpt",
                                               dataset_path="/data/sg.json", knobs=knobs, result_dir="/tmp/out", result_file="bench.json")
         args = bench.parse(argv)
         assert args.save_result and args.save_detailed

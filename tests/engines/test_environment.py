@@ -5,7 +5,7 @@ import json
 
 from servelab.checks import preflight
 from servelab.engines import environment
-from servelab.engines.registry import SGLangBenchClient
+from servelab.engines.sglang.engine import SGLangBenchClient
 
 
 def package_dir(root, name: str, version: str):

@@ -4,7 +4,9 @@ import json
 import subprocess
 import sys
 
-from servelab.engines import commands, fusion_size
+from servelab.engines import commands
+
+from servelab.engines.vllm import fusion_size
 
 
 def test_the_table_is_read_from_the_installed_vllm_without_importing_it():

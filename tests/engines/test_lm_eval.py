@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 
 from servelab.fetch import eval_task
-from servelab.engines import lm_eval_client
+from servelab.engines.clients import lm_eval as lm_eval_client
 from servelab.analysis import metrics
 
 SPEC = {"tasks": ["gsm8k"], "args": {"num_fewshot": 5, "limit": 10},

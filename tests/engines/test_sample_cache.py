@@ -1,18 +1,18 @@
-"""A session's sampled prompts kept for its next point (servelab.engines.sample_cache), on
+"""A session's sampled prompts kept for its next point (servelab.engines.vllm.sample_cache), on
 vLLM's own sampling of random prompts with the tiny Llama's tokenizer: a repeat, or another
 load of the same dataset arguments, gets the very prompts a new sample would give, under
 its own request ids; other dataset arguments sample anew."""
 
 from vllm.benchmarks import serve as client
 
-from servelab.engines import commands
-from servelab.engines.sample_cache import SampleCache
-from servelab.engines.vllm_bench import BenchServe
+from servelab.engines.vllm import commands as vllm_commands
+from servelab.engines.vllm.sample_cache import SampleCache
+from servelab.engines.vllm.bench import BenchServe
 
 
 def parsed(bench: BenchServe, tiny_model, **knobs):
     knobs = {"num_prompts": 12, "random_input_len": 24, "random_output_len": 4, "seed": 0, **knobs}
-    argv = commands.vllm_bench_serve_args(str(tiny_model), "tiny", 8000, "random", dataset_path=None, knobs=knobs,
+    argv = vllm_commands.bench_serve_args(str(tiny_model), "tiny", 8000, "random", dataset_path=None, knobs=knobs,
                                           result_dir="/tmp", result_file="x.json")
     return bench.parse(argv)
 

@@ -1,7 +1,7 @@
 """SGLang experiments: commands checked by SGLang's own parsers (it serves on GPUs only)."""
 import pytest
 
-from servelab.engines.registry import SGLang, sglang_to_vllm_keys
+from servelab.engines.sglang.engine import SGLang, sglang_to_vllm_keys
 from servelab.config.experiments import engine_flags, server_points
 
 

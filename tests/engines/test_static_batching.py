@@ -5,7 +5,9 @@ import sys
 
 import pytest
 
-from servelab.engines import hf_static, offline_plan
+from servelab.engines import offline_plan
+
+from servelab.engines.hf import static_batching as hf_static
 from servelab.analysis.metrics import offline_row
 
 
@@ -27,7 +29,7 @@ def point_args(model_dir, out, ratio):
 
 def test_static_batches_idle_on_uneven_outputs(tiny_model, tmp_path):
     """One point standalone; the same point and another as one plan, the model loaded once."""
-    run = [sys.executable, "-m", "servelab.engines.hf_static"]
+    run = [sys.executable, "-m", "servelab.engines.hf.static_batching"]
     subprocess.run([*run, *point_args(tiny_model, tmp_path / "alone.json", 0.0)],
                    check=True, capture_output=True, text=True, timeout=300)
     offline_plan.write_plan(tmp_path / "plan.json", [(f"r{r}", point_args(tiny_model, tmp_path / f"r{r}.json", r))

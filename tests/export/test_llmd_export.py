@@ -236,7 +236,7 @@ def test_input_lengths_are_what_was_counted_never_a_made_up_zero():
     want = (bench["total_num_tokens"] - 40 * 32) / 40
     assert report["scenario"]["load"]["standardized"]["input_seq_len"] == {"distribution": "other", "value": want}
     assert report["results"]["request_performance"]["aggregate"]["requests"]["input_length"]["mean"] == want
-    # static batching (servelab.engines.hf_static) counts the outputs apart
+    # static batching (servelab.engines.hf.static_batching) counts the outputs apart
     row = {**metrics.point_row(record, bench), "total_output_tokens": 1000}
     record["client_knobs"] = {"num_prompts": 40}
     report = llmd.report(row, [record])

@@ -14,7 +14,7 @@ BENCH = {k: v for k, v in json.loads((REPO / "tests/data/vllm_bench_serve_rate4.
          if k not in ("start_times", "ttfts", "itls", "latencies", "output_lens", "input_lens", "errors")}
 SEARCH = {"space": {"max_num_seqs": [1, 4, 16]}, "load": {"knob": "max_concurrency", "low": 1, "high": 32},
           "slo": {"p99_ttft_ms": 200}, "strategy": "coordinate"}
-COMMAND = ("/venv/bin/python -m servelab.engines.vllm_cli serve /models/tiny --host 127.0.0.1 --port 41234 "
+COMMAND = ("/venv/bin/python -m servelab.engines.vllm.cli serve /models/tiny --host 127.0.0.1 --port 41234 "
            "--served-model-name servelab-s --max-num-seqs {seqs} --override-generation-config '{{\"top_k\": 1}}'")
 
 

@@ -8,7 +8,7 @@ import time
 
 from conftest import REPO
 
-from servelab.engines import commands
+from servelab.engines.vllm import commands as vllm_commands
 from servelab.engines.registry import ENGINES
 from servelab.serve.server import Server, ServerError, free_port, group_processes
 from servelab.serve import failure
@@ -29,7 +29,7 @@ def kill_engine_core_once_up(server: Server, killed: dict, timeout_s: float = 30
 
 def test_a_killed_engine_core_fails_the_start_in_seconds_and_leaves_nothing(tiny_model, tmp_path):
     port = free_port()
-    cmd = commands.vllm_serve_command(str(tiny_model), port, {"max_model_len": 512}, "servelab-death")
+    cmd = vllm_commands.serve_command(str(tiny_model), port, {"max_model_len": 512}, "servelab-death")
     env = {**os.environ, "PYTHONPATH": str(REPO), "TMPDIR": str(tmp_path)}
     server = Server(cmd, port, tmp_path / "server.log", env=env, grace_seconds=5, **engine_signs(ENGINES["vllm"]))
     killed: dict = {}

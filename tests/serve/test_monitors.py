@@ -80,7 +80,7 @@ def test_gpu_monitor_without_nvidia_smi_is_a_clear_error(tmp_path):
 
 
 def test_wrappers_and_profiler_knobs():
-    cmd = ["python", "-m", "servelab.engines.vllm_cli", "bench", "latency"]
+    cmd = ["python", "-m", "servelab.engines.vllm.cli", "bench", "latency"]
     nsys = monitors.wrap_command(cmd, {"tool": "nsys", "args": {"trace": "cuda,nvtx"}}, Path("/s"))
     assert nsys[:6] == ["nsys", "profile", "--output", "/s/nsys-%p", "--force-overwrite", "true"]
     assert nsys[6:8] == ["--trace", "cuda,nvtx"] and nsys[-5:] == cmd

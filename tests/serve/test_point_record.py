@@ -88,7 +88,7 @@ def test_roles_are_told_by_the_engines_titles():
     roles = ENGINES["vllm"].process_roles
     assert point_record.role_of("VLLM::EngineCore_DP0", roles) == "engine core"
     assert point_record.role_of("VLLM::APIServer_1", roles) == "API server"
-    assert point_record.role_of("/usr/bin/python -m servelab.engines.vllm_cli serve", roles) == "API server"
+    assert point_record.role_of("/usr/bin/python -m servelab.engines.vllm.cli serve", roles) == "API server"
     assert point_record.role_of("sglang::scheduler_TP0", ENGINES["sglang"].process_roles) == "engine core"
 
 

@@ -98,7 +98,7 @@ def test_free_port_is_bindable():
         sock.bind(("127.0.0.1", port))
 
 
-# the signs vLLM's engine gives of its death (servelab.engines.registry.VLLM)
+# the signs vLLM's engine gives of its death (servelab.engines.vllm.engine.VLLM)
 VLLM_SIGNS = {"fatal_lines": ("Worker failed",), "engine_processes": ("VLLM::EngineCore",)}
 
 

@@ -13,11 +13,11 @@ def test_starts_pair_with_their_health_and_sessions_add_their_measuring(tmp_path
         monkeypatch.setenv("PYTEST_CURRENT_TEST", test)
         note_event(event)
 
-    noted("tests/a.py::t1 (call)", "start\t100\t-m servelab.engines.vllm_cli serve")
+    noted("tests/a.py::t1 (call)", "start\t100\t-m servelab.engines.vllm.cli serve")
     noted("tests/a.py::t1 (call)", "healthy\t100\t24.50")
     noted("tests/a.py::t1 (call)", "measured\t7\t3.25")
-    noted("tests/a.py::t2 (call)", "start\t100\t-m servelab.engines.vllm_cli serve")  # a reused pid
-    noted("tests/a.py::t2 (call)", "start\t101\t-m servelab.engines.vllm_offline latency")   # never healthy
+    noted("tests/a.py::t2 (call)", "start\t100\t-m servelab.engines.vllm.cli serve")  # a reused pid
+    noted("tests/a.py::t2 (call)", "start\t101\t-m servelab.engines.vllm.offline latency")   # never healthy
     noted("tests/a.py::t2 (call)", "healthy\t100\t30.00")
     noted("tests/a.py::t2 (call)", "measured\t8\t1.75")
     noted("tests/b.py::t (call)", "start\t200\ttests/helpers/standin_server.py --port 1")   # no engine

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from servelab.engines import pd_proxy
+from servelab.engines.vllm import pd_proxy
 from servelab.serve import topology
 from servelab.checks.validate import launch_commands
 
@@ -39,7 +39,7 @@ def test_side_ports_differ_between_roles_and_routers_point_at_them():
     side = [r.env["VLLM_NIXL_SIDE_CHANNEL_PORT"] for r in rs]
     assert len(set(side + [str(r.port) for r in rs])) == 4
     cmd = topology.router_command("vllm", rs, 7100, {}, free_port=lambda: next(ports))
-    assert cmd[1:3] == ["-m", "servelab.engines.pd_proxy"]
+    assert cmd[1:3] == ["-m", "servelab.engines.vllm.pd_proxy"]
     assert cmd[cmd.index("--prefill") + 1] == f"http://127.0.0.1:{rs[0].port}"
     sg = topology.roles({}, {"kind": "pd", "prefill": {"args": {"disaggregation_mode": "prefill"}},
                              "decode": {"args": {"disaggregation_mode": "decode"}}})

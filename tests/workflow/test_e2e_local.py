@@ -209,7 +209,7 @@ def test_accuracy_joins_throughput_for_the_pareto_figure(workdir, first_run):
 
 
 def test_p_d_topology_serves_through_the_proxy(workdir, first_run):
-    """Week 16 on two cores: a prefill and a decode vLLM server behind servelab.engines.pd_proxy."""
+    """Week 16 on two cores: a prefill and a decode vLLM server behind servelab.engines.vllm.pd_proxy."""
     pd_rows = pd.read_csv(workdir / "results/week16/metrics.csv").set_index("random_input_len")
     standard = pd.read_csv(workdir / "results/week16_standard/metrics.csv").set_index("random_input_len")
     assert sorted(pd_rows.index) == sorted(standard.index) == [128, 512]
@@ -221,7 +221,7 @@ def test_p_d_topology_serves_through_the_proxy(workdir, first_run):
     assert logs["prefill.log"].count("POST /v1/completions") >= 60
     assert logs["decode.log"].count("POST /v1/completions") >= 60
     command = (session / "command.txt").read_text()
-    assert "# prefill" in command and "servelab.engines.pd_proxy" in command
+    assert "# prefill" in command and "servelab.engines.vllm.pd_proxy" in command
     assert (workdir / "results/week16/pd_vs_standard_ttft.png").read_bytes()[:4] == b"\x89PNG"
 
 
@@ -379,7 +379,7 @@ def test_the_default_ends_with_no_failed_point(workdir, first_run):
     study = assert_table_matches_config(workdir, "study_tuning_cpu", LOCAL)
     assert study["valid"].all() and (study["output_throughput_tps"] > 0).all() and (study["peak_rss_gib"] > 0).all()
     # sized in time (duration_s 4 at 8 in flight): it sent for 4 s, and at least its floor
-    # (servelab.engines.time_bound's `least`), cut what was in flight 1 s later (grace_s), its
+    # (servelab.engines.clients.time_bound's `least`), cut what was in flight 1 s later (grace_s), its
     # figures over a held window: at least one ramp and 10 requests by construction (the
     # window's seconds depend on the box: 1.8 s for baseline beside CI's load, 2026-11-28)
     assert (study["prompts_sent"] >= closed_loop_floor(8)).all()

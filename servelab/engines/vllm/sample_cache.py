@@ -3,7 +3,7 @@
 `vllm bench serve` loads its tokenizer and samples its prompts anew for every point (random
 prompts are drawn, decoded and re-encoded one by one), while the engine idles: part of the
 6-9 s that each 20 s point's client spent before its first request on an H200's host (seed
-002's 732-799 prompts a point). In the session's process (servelab.engines.vllm_bench), a
+002's 732-799 prompts a point). In the session's process (servelab.engines.vllm.bench), a
 repeat of a point, or any point with the same dataset arguments, takes the prompts sampled
 before: the client samples with a fixed seed, so they are the prompts it would sample again.
 The tokenizer is loaded once per name.

@@ -1,8 +1,8 @@
 """Static batching with HF transformers `generate`: the baseline of weeks 4 and 7.
 
-    python -m servelab.engines.hf_static --model DIR --dataset-name sharegpt --dataset-path F \
+    python -m servelab.engines.hf.static_batching --model DIR --dataset-name sharegpt --dataset-path F \
         --num-prompts 300 --batch-size 16 --output-json out.json
-    python -m servelab.engines.hf_static plan PLAN.json STATUS.jsonl   # many points, one model load
+    python -m servelab.engines.hf.static_batching plan PLAN.json STATUS.jsonl   # many points, one model load
 
 Requests are taken in order, B at a time; each batch is padded on the left and
 decodes until its longest request is done (EOS ignored, as `vllm bench
@@ -24,7 +24,7 @@ from pathlib import Path
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="servelab.engines.hf_static", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="servelab.engines.hf.static_batching", description=__doc__.split("\n")[0])
     p.add_argument("--model", required=True, help="model directory (HF layout)")
     p.add_argument("--dataset-name", choices=["sharegpt", "random"], default="random")
     p.add_argument("--dataset-path", help="ShareGPT-format JSON, for --dataset-name sharegpt")
@@ -119,7 +119,7 @@ def run_static(model, requests: list[tuple[list[int], int]], batch_size: int, pa
 def parse_args(argv: list[str]):
     args = parser().parse_args(argv)
     if args.dataset_name == "sharegpt" and not args.dataset_path:
-        raise SystemExit("servelab.engines.hf_static: --dataset-name sharegpt needs --dataset-path")
+        raise SystemExit("servelab.engines.hf.static_batching: --dataset-name sharegpt needs --dataset-path")
     return args
 
 
@@ -176,7 +176,7 @@ def run_plan_file(plan_path: str, status_path: str) -> int:
 
     def run_point(argv: list[str]) -> None:
         args = parse_args(argv)
-        print(f"$ python -m servelab.engines.hf_static {' '.join(argv)}", flush=True)
+        print(f"$ python -m servelab.engines.hf.static_batching {' '.join(argv)}", flush=True)
         benchmark(args, *cache.get(engine_key(args), args))
 
     run_plan(read_plan(plan_path), status_path, cache, run_point)

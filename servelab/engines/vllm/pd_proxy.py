@@ -1,7 +1,7 @@
 """A prefill/decode proxy for a pair of vLLM servers (week 16). vLLM 0.32's wheel
 ships none, so servelab has this one:
 
-    python -m servelab.engines.pd_proxy --port 8000 --prefill http://127.0.0.1:8100 \
+    python -m servelab.engines.vllm.pd_proxy --port 8000 --prefill http://127.0.0.1:8100 \
         --decode http://127.0.0.1:8200
 
 Each completion request goes first to the prefill server with max_tokens=1 and
@@ -103,7 +103,7 @@ def make_app(prefill: str, decode: str):
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="servelab.engines.pd_proxy", description="prefill/decode proxy for two vLLM servers")
+    p = argparse.ArgumentParser(prog="servelab.engines.vllm.pd_proxy", description="prefill/decode proxy for two vLLM servers")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, required=True)
     p.add_argument("--prefill", required=True, help="base URL of the prefill server")

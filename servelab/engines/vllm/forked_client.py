@@ -1,6 +1,6 @@
 """A session's `vllm bench serve` forked from the zygote that forked its CPU server
 (servelab.engines.zygote): the session's process imports no vLLM at all, where
-servelab.engines.vllm_bench.BenchServe would import it (13-16 s on 2 cores)."""
+servelab.engines.vllm.bench.BenchServe would import it (13-16 s on 2 cores)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """`vllm bench latency|throughput` for many points on one engine.
 
-    python -m servelab.engines.vllm_offline TOOL PLAN.json STATUS.jsonl
+    python -m servelab.engines.vllm.offline TOOL PLAN.json STATUS.jsonl
 
 Every point's argv is what `vllm bench TOOL` takes, and it runs vLLM's own benchmark
 (`vllm.benchmarks.TOOL.main`) unchanged: its prompts, its warm-up iterations, its
@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None, asked_at: float | None = None) -> int:
         print(__doc__.strip().split("\n\n")[1], file=sys.stderr)
         return 2
     tool, plan_path, status_path = argv
-    from servelab.engines.vllm_cli import keep_start_method, patch_version_lookup
+    from servelab.engines.vllm.cli import keep_start_method, patch_version_lookup
 
     patch_version_lookup()
     keep_start_method()   # the engine core forks from this process's imports where the env says fork

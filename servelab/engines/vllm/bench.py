@@ -1,5 +1,5 @@
 """vLLM's own `vllm bench serve`, imported once: in the session's process, or in the zygote
-that forked the session's CPU server (servelab.engines.forked_client).
+that forked the session's CPU server (servelab.engines.vllm.forked_client).
 
 `vllm bench serve ARGS` parses ARGS with `vllm.benchmarks.serve.add_cli_args`
 and calls `vllm.benchmarks.serve.main`; BenchServe calls the same two functions with
@@ -13,13 +13,13 @@ import contextlib
 import json
 from pathlib import Path
 
-from servelab.engines import time_bound
-from servelab.engines.sample_cache import SampleCache
+from servelab.engines.clients import time_bound
+from servelab.engines.vllm.sample_cache import SampleCache
 
 
 class BenchServe:
     def __init__(self):
-        from servelab.engines.vllm_version import patch_version_lookup
+        from servelab.engines.vllm.version import patch_version_lookup
 
         patch_version_lookup()
         from vllm import platforms
@@ -52,7 +52,7 @@ class BenchServe:
 
     def call(self, argv: list[str]) -> dict:
         """Run one benchmark, its output where this process writes (a zygote's child); one
-        sized in time (servelab.engines.time_bound) with its bound's count in the result."""
+        sized in time (servelab.engines.clients.time_bound) with its bound's count in the result."""
         from vllm.benchmarks import serve as client
 
         from vllm.benchmarks.lib.endpoint_request_func import RequestFuncOutput

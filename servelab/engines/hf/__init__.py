@@ -1,0 +1,1 @@
+"""HF transformers: static batching with `generate`, offline only."""

@@ -1,0 +1,36 @@
+"""HF transformers behind servelab's engine interface: offline only, static batches of
+`generate` (servelab.engines.hf.static_batching, its own runner)."""
+
+from __future__ import annotations
+
+import sys
+
+from servelab.config.engine_facts import TransformersFacts
+from servelab.engines import commands
+
+
+class Transformers(TransformersFacts):
+    """HF transformers `generate` in static batches (servelab.engines.hf.static_batching): offline only."""
+    name = "transformers"
+    distributions = ("transformers",)
+    reset_cache_path = None
+    reset_cache_env: dict = {}
+    fatal_lines: tuple = ()
+    engine_processes: tuple = ()
+    process_roles: dict = {}
+    timeline_metrics: dict = {}
+    info_path = None
+
+    def offline_args(self, tool, model, engine_knobs, client_knobs, *, dataset_name, dataset_path,
+                     out_json) -> list[str]:
+        dataset = ["--dataset-name", dataset_name] + (["--dataset-path", dataset_path] if dataset_path else [])
+        return ["--model", model, *dataset, "--output-json", out_json,
+                *commands.to_flags(engine_knobs), *commands.to_flags(client_knobs)]
+
+    def offline_command(self, tool, model, engine_knobs, client_knobs, *, dataset_name, dataset_path,
+                        out_json) -> list[str]:
+        return [sys.executable, "-m", self.own_offline_runner,
+                *self.offline_args(tool, model, engine_knobs, client_knobs, dataset_name=dataset_name, dataset_path=dataset_path, out_json=out_json)]
+
+    def offline_plan_command(self, tool: str, plan: str, status: str) -> list[str]:
+        return [sys.executable, "-m", self.own_offline_runner, "plan", plan, status]

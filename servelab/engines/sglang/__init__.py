@@ -1,0 +1,1 @@
+"""SGLang: its engine face and its own client, bounded in time."""

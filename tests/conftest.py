@@ -114,14 +114,15 @@ LOCAL_RUN = ["--profile", "profiles/local", "--configfile", *FIRST_RUN_CONFIGS]
 
 
 class BackgroundRun:
-    """`snakemake --profile profiles/local` in a fresh working copy, as a process of its own."""
+    """A Snakemake run in a fresh working copy, as a process of its own; its output goes to
+    `<name>.stdout` and `<name>.stderr` beside that copy."""
 
-    def __init__(self, workdir: Path, *args: str):
+    def __init__(self, workdir: Path, *args: str, module: str = E2E_MODULE, name: str = "first-run"):
         self.workdir, self.cmd = workdir, [sys.executable, "-m", "snakemake", *args]
-        self.out, self.err = workdir.parent / "first-run.stdout", workdir.parent / "first-run.stderr"
+        self.out, self.err = workdir.parent / f"{name}.stdout", workdir.parent / f"{name}.stderr"
         env = {k: v for k, v in os.environ.items() if k != "SNAKEMAKE_PROFILE"}
         # its engine starts count for its module in the time summary
-        env["PYTEST_CURRENT_TEST"] = f"{E2E_MODULE}::first_run (background)"
+        env["PYTEST_CURRENT_TEST"] = f"{module}::{name} (background)"
         self.started = time.monotonic()
         with open(self.out, "w") as out, open(self.err, "w") as err:   # files: a pipe would fill and block it
             self.proc = subprocess.Popen(self.cmd, cwd=workdir, stdout=out, stderr=err, env=env, text=True,
@@ -164,6 +165,7 @@ class BackgroundRun:
 
 
 FIRST_RUN = pytest.StashKey[BackgroundRun]()
+SLURM_RUN = pytest.StashKey[BackgroundRun]()
 
 
 def with_overlay(workdir: Path, name: str, overlay: dict) -> list[str]:
@@ -199,10 +201,38 @@ def default_first_run(request, tmp_path_factory):
     run.stop()
 
 
+# The SLURM module's run (tests/run/test_slurm.py) mostly waits: for sbatch's jobs to start a
+# Snakemake of their own, and for the executor plugin's status checks, which back off by 10 s
+# a check while a job runs (244-252 s of CI's time, 71 s of it engine starts). So it starts
+# beside the first run too, and its module's tests read its outcome.
+SLURM_MODULE = "tests/run/test_slurm.py"
+
+
+@pytest.fixture(scope="session")
+def slurm_background_run(request, tmp_path_factory):
+    """The SLURM module's run on the test cluster, started once for the session; a str (why
+    not) where the cluster cannot start here, None when no test of that module was selected."""
+    if not any(item.nodeid.startswith(SLURM_MODULE) for item in request.session.items):
+        yield None
+        return
+    from helpers import slurm_cluster
+
+    if why_not := slurm_cluster.unavailable():
+        yield why_not
+        return
+    slurm_cluster.start()
+    run = BackgroundRun(slurm_cluster.working_copy(tmp_path_factory.mktemp("slurm") / "servelab"),
+                        *slurm_cluster.RUN_ARGS, module=SLURM_MODULE, name="slurm-run")
+    request.config.stash[SLURM_RUN] = run
+    yield run
+    run.stop()
+
+
 @pytest.fixture(autouse=True)
 def _first_run_beside(request):
     if request.node.get_closest_marker("quiet_host") is None:
         request.getfixturevalue("default_first_run")
+        request.getfixturevalue("slurm_background_run")
 
 
 # Where the suite's time goes (printed at its end): each module's time, and the engine
@@ -261,10 +291,12 @@ def pytest_terminal_summary(terminalreporter):
         write(f"{total:8.1f} s  {module}{extra}")
     every = [v for a in accounts.values() for v in a["starts"]]
     measuring = sum(a["measuring"] for a in accounts.values())
-    run = terminalreporter.config.stash.get(FIRST_RUN, None)
-    if run is not None and run.wall is not None:
-        write(f"the default's first run: {run.wall:.0f} s wall beside the other modules (ended "
-              f"{run.started - SESSION_START + run.wall:.0f} s into the session); "
-              f"its tests waited {run.waited:.0f} s for it (in {E2E_MODULE}'s time)")
+    for key, what, module in ((FIRST_RUN, "the default's first run", E2E_MODULE),
+                              (SLURM_RUN, "the SLURM run", SLURM_MODULE)):
+        run = terminalreporter.config.stash.get(key, None)
+        if run is not None and run.wall is not None:
+            write(f"{what}: {run.wall:.0f} s wall beside the other modules (ended "
+                  f"{run.started - SESSION_START + run.wall:.0f} s into the session); "
+                  f"its tests waited {run.waited:.0f} s for it (in {module}'s time)")
     write(f"engine starts in all: {len(every)} ({sum(v for v in every if v == v):.0f} s to health); "
           f"measuring: {measuring:.0f} s; tests: {sum(seconds.values()):.0f} s")

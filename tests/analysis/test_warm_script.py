@@ -2,6 +2,7 @@
 pandas, matplotlib and seaborn once (servelab.analysis.warm_script), with real processes."""
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -74,3 +75,32 @@ def test_under_slurm_or_asked_not_to_a_script_runs_in_its_own_process(tmp_path, 
     assert proc.returncode == 0, proc.stderr
     assert not ran["preloaded"] and ran["ppid"] == os.getpid()   # this test started it, no zygote
     assert zygote.owned(tmp_path) == {}
+
+
+def test_a_zygote_outlives_an_asker_that_left_and_stops_the_child_it_started_for_it(tmp_path, env):
+    """A session stopped while it asked for a start (its engine died, Ctrl-C) closes the socket
+    before the answer: the zygote goes on serving, and the child whose pid nobody learnt does
+    not run on alone (CI of e9c8f30: the zygote died of the broken pipe, and a benchmark
+    client it had just forked outlived its run)."""
+    path = zygote.socket_path(env, "analysis")
+    try:
+        proc, _ = run(tmp_path, env, "first")    # the zygote, started for this directory
+        assert proc.returncode == 0, proc.stderr
+        pid = zygote.ask(path, {"op": "ping"})["pid"]
+        child = tmp_path / "child.py"
+        mark = tmp_path / "ran-on"
+        child.write_text(f"import time\ntime.sleep(3)\nopen({str(mark)!r}, 'w').write('ran on')\n")
+        with socket.socket(socket.AF_UNIX) as sock:
+            sock.connect(str(path))
+            sock.sendall(json.dumps({"op": "start", "argv": [str(child)], "log": str(tmp_path / "child.log"),
+                                     "cwd": str(tmp_path), "env": env}).encode() + b"\n")
+        # gone without reading its answer
+        time.sleep(6)
+        assert zygote.ask(path, {"op": "ping"})["pid"] == pid       # still serving
+        assert not mark.exists(), "the orphaned child ran on"
+        log = path.with_suffix(".log").read_text()
+        assert "the asker of start left before its answer" in log
+        forked = int(log.split("zygote: forked ")[-1].split(":")[0])
+        assert not zygote.alive(forked)
+    finally:
+        assert zygote.stop_owned(tmp_path) == 1

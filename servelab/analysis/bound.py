@@ -48,7 +48,9 @@ def role_column(role: str) -> str:
 
 
 def metric_samples(ticks: list[dict]) -> list[tuple[float, dict]]:
-    return [(t["t"], t["metrics"]) for t in ticks if t.get("metrics")]
+    """(seconds, series) of each /metrics answer: when it was read, where the record says
+    (records before `metrics_t` carry only their tick's start)."""
+    return [(t.get("metrics_t", t["t"]), t["metrics"]) for t in ticks if t.get("metrics")]
 
 
 def active_window(ticks: list[dict]) -> tuple[float, float]:

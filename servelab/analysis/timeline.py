@@ -22,7 +22,7 @@ from servelab.atomic import atomic_path  # noqa: E402
 
 
 def series(ticks: list[dict], name: str) -> tuple[list[float], list[float]]:
-    found = [(t["t"], t["metrics"][name]) for t in ticks if name in (t.get("metrics") or {})]
+    found = [(t, m[name]) for t, m in bound.metric_samples(ticks) if name in m]
     return [t for t, _ in found], [v for _, v in found]
 
 

@@ -218,7 +218,11 @@ class PointRecord:
         if self.nvml is not None and (gpu := self.nvml.sample()) is not None:
             row["gpu"] = gpu
         if self.urls and self.names and n % self.metrics_every == 0:
-            row["metrics"] = series_values("\n".join(conditions.scrape(u) for u in self.urls), self.names)
+            text = "\n".join(conditions.scrape(u) for u in self.urls)
+            # stamped when the answer came, not when the tick began: on a loaded host the /proc
+            # reads and a busy engine's queue lie between the two, and rates divide by the time
+            row["metrics_t"] = round(time.monotonic() - self.started, 3)
+            row["metrics"] = series_values(text, self.names)
         self.ticks.append(row)
 
     def loop(self) -> None:

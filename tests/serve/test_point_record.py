@@ -41,6 +41,24 @@ class Metrics(http.server.BaseHTTPRequestHandler):
         pass
 
 
+class SlowFirstAnswer(Metrics):
+    """The same, its first answer held 0.6 s before its counters are read, as a busy
+    engine's event loop holds a scrape."""
+    answered = 0
+
+    def do_GET(self):
+        if SlowFirstAnswer.answered == 0:
+            time.sleep(0.6)
+        SlowFirstAnswer.answered += 1
+        super().do_GET()
+
+
+def serve(handler):
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    return httpd, f"http://127.0.0.1:{httpd.server_address[1]}/metrics"
+
+
 @pytest.fixture
 def server_group():
     """A leader (the API server: idle) and two children titled as vLLM titles its engine
@@ -50,10 +68,9 @@ def server_group():
               f"subprocess.Popen(['VLLM::Worker_TP0', '-c', {IDLE!r}], executable=sys.executable)\n"
               f"time.sleep(30)\n")
     leader = subprocess.Popen([sys.executable, "-c", script], start_new_session=True)
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Metrics)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    httpd, url = serve(Metrics)
     time.sleep(1.0)
-    yield leader.pid, f"http://127.0.0.1:{httpd.server_address[1]}/metrics"
+    yield leader.pid, url
     httpd.shutdown()
     os.killpg(leader.pid, signal.SIGKILL)
     leader.wait()
@@ -82,6 +99,21 @@ def test_a_points_record_splits_cpu_by_role_and_keeps_the_engines_series(server_
     assert summary["wait_engine_core_share"] >= 0
     metric_ticks = [t for t in record["ticks"] if "metrics" in t]
     assert len(metric_ticks) >= 4 and len(record["ticks"]) >= 8   # 4 Hz here, /metrics every other tick
+
+
+def test_a_slow_metrics_answer_is_timed_when_it_came_not_when_it_was_asked(tmp_path):
+    """Steps per second divide by the time between two answers: the first answer, held
+    0.6 s, must count from when it came (timed from its asking, 30 ms a step reads 38)."""
+    httpd, url = serve(SlowFirstAnswer)
+    try:
+        with point_record.PointRecord([url], [], ENGINES["vllm"].process_roles,
+                                      ENGINES["vllm"].timeline_metrics, None, interval_s=0.25) as rec:
+            time.sleep(2.0)
+    finally:
+        httpd.shutdown()
+    ticks = rec.result()["ticks"]
+    assert ticks[0]["metrics_t"] - ticks[0]["t"] >= 0.6
+    assert bound.summary(rec.result())["step_ms"] == pytest.approx(30.0, rel=0.05)
 
 
 def test_roles_are_told_by_the_engines_titles():

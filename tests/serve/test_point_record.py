@@ -76,6 +76,7 @@ def server_group():
     leader.wait()
 
 
+@pytest.mark.quiet_host   # a spinning process's share of a core and a stand-in's step time: nothing beside it
 def test_a_points_record_splits_cpu_by_role_and_keeps_the_engines_series(server_group, tmp_path):
     pgid, url = server_group
     engine = ENGINES["vllm"]
@@ -124,6 +125,7 @@ def test_roles_are_told_by_the_engines_titles():
     assert point_record.role_of("sglang::scheduler_TP0", ENGINES["sglang"].process_roles) == "engine core"
 
 
+@pytest.mark.quiet_host   # two spinners share one CPU: a third process there would make them wait more
 def test_a_process_sharing_its_cpu_is_seen_waiting_for_it():
     """Two spinning processes held on one CPU: each runs about half the time and waits,
     runnable, the other half; the kernel's schedstat says so, and the record reads it."""

@@ -117,10 +117,12 @@ class BackgroundRun:
     """A Snakemake run in a fresh working copy, as a process of its own; its output goes to
     `<name>.stdout` and `<name>.stderr` beside that copy."""
 
-    def __init__(self, workdir: Path, *args: str, module: str = E2E_MODULE, name: str = "first-run"):
+    def __init__(self, workdir: Path, *args: str, module: str = E2E_MODULE, name: str = "first-run",
+                 env: dict[str, str] | None = None, what: str = "the default's first run"):
         self.workdir, self.cmd = workdir, [sys.executable, "-m", "snakemake", *args]
+        self.module, self.what = module, what
         self.out, self.err = workdir.parent / f"{name}.stdout", workdir.parent / f"{name}.stderr"
-        env = {k: v for k, v in os.environ.items() if k != "SNAKEMAKE_PROFILE"}
+        env = {**{k: v for k, v in os.environ.items() if k != "SNAKEMAKE_PROFILE"}, **(env or {})}
         # its engine starts count for its module in the time summary
         env["PYTEST_CURRENT_TEST"] = f"{module}::{name} (background)"
         self.started = time.monotonic()
@@ -164,8 +166,13 @@ class BackgroundRun:
             self.proc.wait()
 
 
-FIRST_RUN = pytest.StashKey[BackgroundRun]()
-SLURM_RUN = pytest.StashKey[BackgroundRun]()
+BACKGROUND_RUNS = pytest.StashKey[list]()   # each run started in the background, for the summary
+LATER_MODULES = pytest.StashKey[dict]()     # {module path: module} of the selected modules with a `background_run`
+
+
+def note_background_run(config, run: BackgroundRun) -> BackgroundRun:
+    config.stash.setdefault(BACKGROUND_RUNS, []).append(run)
+    return run
 
 
 def with_overlay(workdir: Path, name: str, overlay: dict) -> list[str]:
@@ -183,8 +190,13 @@ def commit_workdir(workdir: Path) -> None:
 
 
 def pytest_collection_modifyitems(config, items):
-    def place(item) -> int:   # quiet ones first, the end-to-end module last, else as collected
-        return 0 if item.get_closest_marker("quiet_host") else 2 if item.nodeid.startswith(E2E_MODULE) else 1
+    later = {item.nodeid.split("::")[0]: item.module for item in items
+             if hasattr(getattr(item, "module", None), "background_run")}
+    config.stash[LATER_MODULES] = later
+
+    def place(item) -> int:   # quiet ones first, then as collected, the end-to-end module, the later runs'
+        module = item.nodeid.split("::")[0]
+        return 0 if item.get_closest_marker("quiet_host") else 2 if module == E2E_MODULE else 3 if module in later else 1
     items.sort(key=place)
 
 
@@ -196,8 +208,7 @@ def default_first_run(request, tmp_path_factory):
         yield None
         return
     run = BackgroundRun(make_workdir(tmp_path_factory.mktemp("e2e") / "servelab"), *LOCAL_RUN)
-    request.config.stash[FIRST_RUN] = run
-    yield run
+    yield note_background_run(request.config, run)
     run.stop()
 
 
@@ -222,10 +233,25 @@ def slurm_background_run(request, tmp_path_factory):
         return
     slurm_cluster.start()
     run = BackgroundRun(slurm_cluster.working_copy(tmp_path_factory.mktemp("slurm") / "servelab"),
-                        *slurm_cluster.RUN_ARGS, module=SLURM_MODULE, name="slurm-run")
-    request.config.stash[SLURM_RUN] = run
-    yield run
+                        *slurm_cluster.RUN_ARGS, module=SLURM_MODULE, name="slurm-run", what="the SLURM run")
+    yield note_background_run(request.config, run)
     run.stop()
+
+
+# After the first run ends, the end-to-end module reruns in its working copy one job at a time,
+# about one core busy of two (CI of 293e06e: 1.2 on average over its 326 s). A module that
+# defines `background_run(tmp_path_factory, module) -> BackgroundRun` (a run in a working copy
+# of its own, which its tests then read; `module`: its path, for the summary) has that run started once the in-order lane has nothing else
+# to do: as the end-to-end module begins (or its own tests, where that module is not selected).
+# Its tests come after the end-to-end module's.
+@pytest.fixture(scope="session")
+def later_background_runs(request, tmp_path_factory):
+    """{module path: its run} of the selected modules that define `background_run`."""
+    runs = {path: note_background_run(request.config, module.background_run(tmp_path_factory, path))
+            for path, module in request.config.stash.get(LATER_MODULES, {}).items()}
+    yield runs
+    for run in runs.values():
+        run.stop()
 
 
 @pytest.fixture(autouse=True)
@@ -233,6 +259,9 @@ def _first_run_beside(request):
     if request.node.get_closest_marker("quiet_host") is None:
         request.getfixturevalue("default_first_run")
         request.getfixturevalue("slurm_background_run")
+    module = request.node.nodeid.split("::")[0]
+    if module == E2E_MODULE or module in request.config.stash.get(LATER_MODULES, {}):
+        request.getfixturevalue("later_background_runs")
 
 
 # Where the suite's time goes (printed at its end): each module's time, and the engine
@@ -291,12 +320,10 @@ def pytest_terminal_summary(terminalreporter):
         write(f"{total:8.1f} s  {module}{extra}")
     every = [v for a in accounts.values() for v in a["starts"]]
     measuring = sum(a["measuring"] for a in accounts.values())
-    for key, what, module in ((FIRST_RUN, "the default's first run", E2E_MODULE),
-                              (SLURM_RUN, "the SLURM run", SLURM_MODULE)):
-        run = terminalreporter.config.stash.get(key, None)
-        if run is not None and run.wall is not None:
-            write(f"{what}: {run.wall:.0f} s wall beside the other modules (ended "
-                  f"{run.started - SESSION_START + run.wall:.0f} s into the session); "
-                  f"its tests waited {run.waited:.0f} s for it (in {module}'s time)")
+    for run in terminalreporter.config.stash.get(BACKGROUND_RUNS, []):
+        if run.wall is not None:
+            write(f"{run.what}: {run.wall:.0f} s wall in the background (from {run.started - SESSION_START:.0f} "
+                  f"to {run.started - SESSION_START + run.wall:.0f} s into the session); "
+                  f"its tests waited {run.waited:.0f} s for it (in {run.module}'s time)")
     write(f"engine starts in all: {len(every)} ({sum(v for v in every if v == v):.0f} s to health); "
           f"measuring: {measuring:.0f} s; tests: {sum(seconds.values()):.0f} s")

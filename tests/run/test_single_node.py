@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import make_workdir, snakemake
+from conftest import BackgroundRun, make_workdir
 from servelab.raw_result import read_raw
 
 pytestmark = pytest.mark.e2e
@@ -47,20 +47,26 @@ def session_span(log: Path) -> tuple[datetime, datetime]:
     return stamps[0], stamps[-1]
 
 
-@pytest.fixture(scope="module")
-def single_node_run(tmp_path_factory):
+def background_run(tmp_path_factory, module: str) -> BackgroundRun:
+    """The module's run, in a working copy of its own; tests/conftest.py starts it once the
+    in-order lane has nothing else to do, beside the end-to-end module's reruns."""
     work = make_workdir(tmp_path_factory.mktemp("single-node") / "servelab")
     (work / "single-node-test.yaml").write_text(yaml.safe_dump(OVERLAY))
-    locks = work.parent / "gpu-locks"
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("CUDA_VISIBLE_DEVICES", "0,1")      # the machine's two (fake) GPUs
-        mp.setenv("SERVELAB_GPU_LOCK_DIR", str(locks))
-        # targets first: --configfile and --resources each take every word after them
-        proc = snakemake(work, "results/gpu_a/sessions/base.json", "results/gpu_b/sessions/base.json",
+    env = {"CUDA_VISIBLE_DEVICES": "0,1",      # the machine's two (fake) GPUs
+           "SERVELAB_GPU_LOCK_DIR": str(work.parent / "gpu-locks")}
+    # targets first: --configfile and --resources each take every word after them
+    return BackgroundRun(work, "results/gpu_a/sessions/base.json", "results/gpu_b/sessions/base.json",
                          "results/tp2/sessions/base.json", "--profile", "profiles/single-node",
                          "--configfile", "config/config.yaml", "config/local.yaml", "single-node-test.yaml",
-                         "--cores", "4", "--resources", "gpu=4", timeout=900)
-    return work, proc.stdout + proc.stderr
+                         "--cores", "4", "--resources", "gpu=4",
+                         env=env, module=module, name="single-node-run", what="the single-node profile's run")
+
+
+@pytest.fixture(scope="module")
+def single_node_run(request, later_background_runs):
+    run = later_background_runs[request.node.nodeid]
+    proc = run.result(timeout=900)
+    return run.workdir, proc.stdout + proc.stderr
 
 
 def devices_of(work: Path, experiment: str) -> list[str]:

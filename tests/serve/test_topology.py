@@ -201,8 +201,8 @@ def test_the_proxy_drops_idle_connections_before_vllm_closes_them():
         ctx = app.cleanup_ctx[0](app)
         await ctx.__anext__()
         try:
-            return app["session"].connector._keepalive_timeout
+            return app[pd_proxy.session_key()].connector._keepalive_timeout
         finally:
-            await app["session"].close()
+            await app[pd_proxy.session_key()].close()
 
     assert asyncio.run(keepalive()) == pd_proxy.KEEPALIVE_S < vllm.envs.VLLM_HTTP_TIMEOUT_KEEP_ALIVE

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import functools
 import uuid
 
 # a request for the prefill server: one token, no streaming, the remote-decode flag
@@ -50,14 +51,25 @@ def decode_request(body: dict, prefill_response: dict) -> dict:
     return req
 
 
+@functools.cache
+def session_key():
+    """The app's key to its client session (a typed key: aiohttp warns of a str one)."""
+    import aiohttp
+    from aiohttp import web
+
+    return web.AppKey("session", aiohttp.ClientSession)
+
+
 def make_app(prefill: str, decode: str):
     import aiohttp
     from aiohttp import web
 
+    key = session_key()
+
     async def forward(request: web.Request) -> web.StreamResponse:
         body = await request.json()
         headers = {"X-Request-Id": request.headers.get("X-Request-Id", str(uuid.uuid4()))}
-        session: aiohttp.ClientSession = request.app["session"]
+        session: aiohttp.ClientSession = request.app[key]
         async with session.post(prefill + request.path, json=prefill_request(body), headers=headers) as resp:
             if resp.status != 200:
                 return web.Response(status=resp.status, body=await resp.read(), content_type="application/json")
@@ -72,7 +84,7 @@ def make_app(prefill: str, decode: str):
             return out
 
     async def health(request: web.Request) -> web.Response:
-        session: aiohttp.ClientSession = request.app["session"]
+        session: aiohttp.ClientSession = request.app[key]
         for server in (prefill, decode):
             try:
                 async with session.get(server + "/health") as resp:
@@ -83,15 +95,15 @@ def make_app(prefill: str, decode: str):
         return web.Response(text="ok")
 
     async def models(request: web.Request) -> web.Response:
-        async with request.app["session"].get(decode + "/v1/models") as resp:
+        async with request.app[key].get(decode + "/v1/models") as resp:
             return web.Response(status=resp.status, body=await resp.read(), content_type="application/json")
 
     async def open_session(app):
         # no overall timeout: a long decode under load is not an error of the proxy
-        app["session"] = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=None),
+        app[key] = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=None),
                                                connector=aiohttp.TCPConnector(limit=0, keepalive_timeout=KEEPALIVE_S))
         yield
-        await app["session"].close()
+        await app[key].close()
 
     app = web.Application(client_max_size=64 * 1024 ** 2)
     app.cleanup_ctx.append(open_session)

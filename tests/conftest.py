@@ -115,39 +115,59 @@ LOCAL_RUN = ["--profile", "profiles/local", "--configfile", *FIRST_RUN_CONFIGS]
 
 class BackgroundRun:
     """A Snakemake run in a fresh working copy, as a process of its own; its output goes to
-    `<name>.stdout` and `<name>.stderr` beside that copy."""
+    `<name>.stdout` and `<name>.stderr` beside that copy. Started at once, or once the run
+    `after` has ended."""
 
     def __init__(self, workdir: Path, *args: str, module: str = E2E_MODULE, name: str = "first-run",
-                 env: dict[str, str] | None = None, what: str = "the default's first run"):
+                 env: dict[str, str] | None = None, what: str = "the default's first run",
+                 after: "BackgroundRun | None" = None):
         self.workdir, self.cmd = workdir, [sys.executable, "-m", "snakemake", *args]
         self.module, self.what = module, what
         self.out, self.err = workdir.parent / f"{name}.stdout", workdir.parent / f"{name}.stderr"
-        env = {**{k: v for k, v in os.environ.items() if k != "SNAKEMAKE_PROFILE"}, **(env or {})}
+        self.env = {**{k: v for k, v in os.environ.items() if k != "SNAKEMAKE_PROFILE"}, **(env or {})}
         # its engine starts count for its module in the time summary
-        env["PYTEST_CURRENT_TEST"] = f"{module}::{name} (background)"
+        self.env["PYTEST_CURRENT_TEST"] = f"{module}::{name} (background)"
+        self.proc: subprocess.Popen | None = None
+        self.started = self.wall = self.waited = self.ended = None
+        self.exited, self.lock, self.stopping = threading.Event(), threading.Lock(), False
+        if after is None:
+            self._launch()
+        else:
+            threading.Thread(target=self._launch_after, args=(after,), daemon=True).start()
+
+    def _launch(self) -> None:
         self.started = time.monotonic()
         with open(self.out, "w") as out, open(self.err, "w") as err:   # files: a pipe would fill and block it
-            self.proc = subprocess.Popen(self.cmd, cwd=workdir, stdout=out, stderr=err, env=env, text=True,
-                                         start_new_session=True, preexec_fn=default_sigint)
-        self.wall = self.waited = self.ended = None
+            self.proc = subprocess.Popen(self.cmd, cwd=self.workdir, stdout=out, stderr=err, env=self.env,
+                                         text=True, start_new_session=True, preexec_fn=default_sigint)
         # its wall ends when it exits, often long before its tests ask for it
         threading.Thread(target=self._note_exit, daemon=True).start()
+
+    def _launch_after(self, before: "BackgroundRun") -> None:
+        before.exited.wait()
+        with self.lock:
+            if self.stopping:
+                self.exited.set()
+            else:
+                self._launch()
 
     def _note_exit(self) -> None:
         self.proc.wait()
         self.ended = time.monotonic()
+        self.exited.set()
 
     def result(self, timeout: float) -> subprocess.CompletedProcess:
         """Wait for it (timeout counted from its start); its output, as `snakemake()` gives it."""
         if self.wall is None:
             waiting = time.monotonic()
-            try:
-                self.proc.wait(timeout=max(timeout - (waiting - self.started), 1))
-            except subprocess.TimeoutExpired:
-                self.stop()
-                raise
+            while not self.exited.wait(1):
+                if time.monotonic() - (self.started or waiting) > timeout:
+                    self.stop()
+                    raise TimeoutError(f"{self.what} ran past {timeout:.0f} s: {' '.join(self.cmd[2:])}")
+            if self.proc is None:
+                raise AssertionError(f"{self.what} was stopped before it started")
             self.waited = time.monotonic() - waiting
-            self.wall = (self.ended or time.monotonic()) - self.started
+            self.wall = self.ended - self.started
         proc = subprocess.CompletedProcess(self.cmd, self.proc.returncode, self.out.read_text(), self.err.read_text())
         if proc.returncode != 0:
             raise AssertionError(f"{' '.join(self.cmd[2:])} failed ({proc.returncode}):\n"
@@ -155,7 +175,13 @@ class BackgroundRun:
         return proc
 
     def stop(self) -> None:
-        """Ctrl-C to its process group (Snakemake stops its jobs, each job its server), then SIGKILL."""
+        """Ctrl-C to its process group (Snakemake stops its jobs, each job its server), then
+        SIGKILL; one not started yet never starts."""
+        with self.lock:
+            self.stopping = True
+            if self.proc is None:
+                self.exited.set()
+                return
         if self.proc.poll() is not None:
             return
         os.killpg(self.proc.pid, signal.SIGINT)
@@ -240,15 +266,18 @@ def slurm_background_run(request, tmp_path_factory):
 
 # After the first run ends, the end-to-end module reruns in its working copy one job at a time,
 # about one core busy of two (CI of 293e06e: 1.2 on average over its 326 s). A module that
-# defines `background_run(tmp_path_factory, module) -> BackgroundRun` (a run in a working copy
-# of its own, which its tests then read; `module`: its path, for the summary) has that run started once the in-order lane has nothing else
-# to do: as the end-to-end module begins (or its own tests, where that module is not selected).
-# Its tests come after the end-to-end module's.
+# defines `background_run(tmp_path_factory, **run) -> BackgroundRun` (a run in a working copy
+# of its own, which its tests then read; `run`: BackgroundRun's `module` and `after`) has that
+# run started once the in-order lane has nothing else to do: as the end-to-end module begins
+# (or its own tests, where that module is not selected), each such run after the one before,
+# so that one core stays for the reruns. Its tests come after the end-to-end module's.
 @pytest.fixture(scope="session")
 def later_background_runs(request, tmp_path_factory):
     """{module path: its run} of the selected modules that define `background_run`."""
-    runs = {path: note_background_run(request.config, module.background_run(tmp_path_factory, path))
-            for path, module in request.config.stash.get(LATER_MODULES, {}).items()}
+    runs, before = {}, None
+    for path, module in request.config.stash.get(LATER_MODULES, {}).items():
+        runs[path] = before = note_background_run(
+            request.config, module.background_run(tmp_path_factory, module=path, after=before))
     yield runs
     for run in runs.values():
         run.stop()

@@ -47,7 +47,7 @@ def session_span(log: Path) -> tuple[datetime, datetime]:
     return stamps[0], stamps[-1]
 
 
-def background_run(tmp_path_factory, module: str) -> BackgroundRun:
+def background_run(tmp_path_factory, **run) -> BackgroundRun:
     """The module's run, in a working copy of its own; tests/conftest.py starts it once the
     in-order lane has nothing else to do, beside the end-to-end module's reruns."""
     work = make_workdir(tmp_path_factory.mktemp("single-node") / "servelab")
@@ -59,7 +59,7 @@ def background_run(tmp_path_factory, module: str) -> BackgroundRun:
                          "results/tp2/sessions/base.json", "--profile", "profiles/single-node",
                          "--configfile", "config/config.yaml", "config/local.yaml", "single-node-test.yaml",
                          "--cores", "4", "--resources", "gpu=4",
-                         env=env, module=module, name="single-node-run", what="the single-node profile's run")
+                         env=env, name="single-node-run", what="the single-node profile's run", **run)
 
 
 @pytest.fixture(scope="module")

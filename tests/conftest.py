@@ -296,11 +296,21 @@ def _first_run_beside(request):
 # Where the suite's time goes (printed at its end): each module's time, and the engine
 # starts its tests made (servelab.serve.server notes each start and its time to health in
 # SERVELAB_START_LOG, also from Snakemake's jobs, which inherit the variable).
+OWN_START_LOG = pytest.StashKey[str]()
+
+
 def pytest_configure(config):
     if not os.environ.get("SERVELAB_START_LOG"):
         fd, path = __import__("tempfile").mkstemp(prefix="servelab-starts-", suffix=".tsv")
         os.close(fd)
         os.environ["SERVELAB_START_LOG"] = path
+        config.stash[OWN_START_LOG] = path
+
+
+def pytest_unconfigure(config):
+    """The start log this session made goes with it (the summary has read it)."""
+    if path := config.stash.get(OWN_START_LOG, None):
+        Path(path).unlink(missing_ok=True)
 
 
 def time_accounts(path: str) -> dict[str, dict]:

@@ -70,6 +70,15 @@ def import_environment(env: dict) -> dict:
     return {k: v for k, v in env.items() if k.startswith(IMPORT_PREFIXES)}
 
 
+def zygote_environment(env: dict) -> dict:
+    """The zygote's own environment: the server's, but with this process's TMPDIR (the
+    user's) in place of the session's. What its imports read of TMPDIR stays in every child
+    for the zygote's life, beyond the session that started it: TorchInductor's precompiled
+    headers (a 150 MB g++ build) went to that session's removed directory, made again."""
+    own = {k: v for k, v in env.items() if k != "TMPDIR"}
+    return {**own, "TMPDIR": os.environ["TMPDIR"]} if os.environ.get("TMPDIR") else own
+
+
 def socket_path(env: dict, kind: str = "vllm") -> Path:
     """The socket of the zygote of `kind` for this interpreter, servelab and environment."""
     package = str(Path(__file__).resolve().parents[1])   # this servelab installation
@@ -109,7 +118,7 @@ def ensure(env: dict, progress=print, kind: str = "vllm") -> Path | None:
         with open(path.with_suffix(".log"), "ab") as log:
             zygote = subprocess.Popen([sys.executable, "-m", PROCESS, str(path), kind],
                                       stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                      env=env, start_new_session=True, close_fds=True)
+                                      env=zygote_environment(env), start_new_session=True, close_fds=True)
         deadline = time.monotonic() + READY_TIMEOUT_S
         while time.monotonic() < deadline and zygote.poll() is None:
             try:

@@ -74,7 +74,13 @@ def test_cpu_servers_fork_from_one_zygote_that_imported_vllm_once(tiny_model, en
             pid = one.proc.pid
             # the zygote's child, leading a session of its own (what stop() signals)
             assert isinstance(one.proc, zygote.Forked)
-            assert parent_pid(pid) == zygote.ask(path, {"op": "ping"})["pid"]
+            zygote_pid = zygote.ask(path, {"op": "ping"})["pid"]
+            assert parent_pid(pid) == zygote_pid
+            # the zygote imported with the user's TMPDIR, not the first server's: what torch
+            # keeps of it at import (TorchInductor's precompiled headers) outlives that server
+            zygote_env = dict(item.split("=", 1) for item in
+                              open(f"/proc/{zygote_pid}/environ").read().split("\0") if "=" in item)
+            assert zygote_env.get("TMPDIR") == os.environ.get("TMPDIR") != env["TMPDIR"]
             assert os.getpgid(pid) == pid
             # its engine processes bear the titles its death watch looks for
             titles = group_processes(pid).values()

@@ -49,9 +49,16 @@ async def streaming_standin(ends: list):
     return runner, f"http://127.0.0.1:{port}/v1/completions"
 
 
-async def closed_loop_point(bound: time_bound.Bound, tokens: int):
-    """A closed loop of 400 requests of `tokens` tokens through the bound, as vLLM's client
-    runs one (a task per request the schedule yields): (outputs, the stand-in's ends)."""
+def closed_loop_point(grace_s: float, tokens: int):
+    """A closed loop of 2 in flight, 400 requests of `tokens` tokens, sending for 0.5 s then
+    `grace_s` for those in flight, as vLLM's client runs one (a task per request the schedule
+    yields): (the bound's summary, the outputs, the stand-in's ends, seconds since the first)."""
+    bound = time_bound.Bound(0.5, grace_s, concurrency=2)
+    outputs, ends = asyncio.run(run_point(bound, tokens))
+    return bound.summary(), outputs, [(what, sent, at - bound.first) for what, sent, at in ends]
+
+
+async def run_point(bound: time_bound.Bound, tokens: int):
     from vllm.benchmarks.lib.endpoint_request_func import (RequestFuncInput, RequestFuncOutput,
                                                            async_request_openai_completions)
 
@@ -78,9 +85,7 @@ async def closed_loop_point(bound: time_bound.Bound, tokens: int):
 @pytest.mark.quiet_host   # a timing of the client's own loop: nothing beside it
 def test_a_grace_of_zero_cuts_the_requests_in_flight_when_sending_ends():
     # 2 in flight at once, each 5 s long; sending ends after 0.5 s, and nothing waits after it
-    bound = time_bound.Bound(0.5, 0.0, concurrency=2)
-    outputs, ends = asyncio.run(closed_loop_point(bound, tokens=100))
-    found = bound.summary()
+    found, outputs, ends = closed_loop_point(0.0, tokens=100)
     print(f"\ncut at once: {found}; the stand-in's streams: {ends}")
     assert found["sent"] == found["cut"] == 2 and found["completed_in_time"] == found["completed_in_grace"] == 0
     assert 0.5 <= found["stopped_s"] and 0.5 <= found["wall_s"] <= 1.0
@@ -88,15 +93,13 @@ def test_a_grace_of_zero_cuts_the_requests_in_flight_when_sending_ends():
     assert all(o.start_time > 0 for o in outputs)   # a cut request keeps its send time
     # the cut closed both connections: the stand-in stopped streaming them near 0.5 s, not at 5 s
     assert [what for what, _, _ in ends] == ["closed", "closed"]
-    assert all(sent < 20 and at - bound.first <= 1.0 for _, sent, at in ends), ends
+    assert all(sent < 20 and at <= 1.0 for _, sent, at in ends), ends
 
 
 @pytest.mark.quiet_host
 def test_a_grace_lets_the_requests_in_flight_finish_and_counts_them_apart():
     # each request streams for 1 s: both outlive the 0.5 s of sending, and finish in the grace
-    bound = time_bound.Bound(0.5, 5.0, concurrency=2)
-    outputs, ends = asyncio.run(closed_loop_point(bound, tokens=20))
-    found = bound.summary()
+    found, outputs, ends = closed_loop_point(5.0, tokens=20)
     print(f"\nin grace: {found}")
     assert found["sent"] == found["completed_in_grace"] == 2 and found["cut"] == found["completed_in_time"] == 0
     assert 1.0 <= found["wall_s"] <= 1.5 and all(o.success for o in outputs)

@@ -211,15 +211,15 @@ def decide(row: dict) -> tuple[str | None, str]:
         return "offered load", evidence(row, f"nothing running in {100 * idle:.0f} % of the samples, "
                                              f"{waiting or 0:.1f} waiting", *cpus)
     worker = number(row, "cpu_worker_cores")
-    model = worker if worker is not None else core
+    model, model_role = (worker, "worker") if worker is not None else (core, "engine core")
     # on a shared host the model's process gets what the others leave it: the time it waited,
     # runnable, for a CPU counts as wanted (a CPU-bound process runs or waits all the time)
-    waited = number(row, f"wait_{'worker' if worker is not None else 'engine_core'}_share") or 0.0
+    waited = number(row, f"wait_{role_column(model_role)}_share") or 0.0
     others = [v for v in (core if worker is not None else None, api, client) if v is not None]
     busy = model is not None and (model + waited >= NEAR_CORE or model > 2 * max(others or [0]))
     if not gpu and busy:
         cores, outside = number(row, "machine_cores"), number(row, "outside_cpu_cores")
-        return "CPU compute", evidence(row, f"{'worker' if worker is not None else 'engine core'} {model:.2f} "
+        return "CPU compute", evidence(row, f"{model_role} {model:.2f} "
                                             f"core(s) of {cores or 0:g}"
                                             + (f" and waiting for a CPU {100 * waited:.0f} % of the time"
                                                if model < NEAR_CORE and waited else "")

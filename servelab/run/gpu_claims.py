@@ -52,30 +52,39 @@ class GpuClaim:
 
     def try_claim(self, keep: bool = False) -> bool:
         """Claim `count` free GPUs, or none (True when held); with `keep`, hold those free
-        now and try for the rest at the next call (the queue's head, which alone may)."""
+        now and try for the rest at the next call (the queue's head, which alone may).
+
+        `devices` only ever shows what the claim holds past this call: a claim that fails
+        without `keep` never lists, even for an instant, the GPUs it locked on the way (a
+        job or thread reading `devices` would take a passing attempt for a queued claim)."""
         self.lock_dir.mkdir(parents=True, exist_ok=True)
+        taken: list[tuple[str, object]] = []
         for device in self.pool:
-            if device in self.devices:
-                continue
-            if len(self.devices) == self.count:
+            if len(self.devices) + len(taken) == self.count:
                 break
-            handle = open(self.lock_dir / f"gpu{device}.lock", "a+")
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
+            if device not in self.devices and (handle := self._lock(device)) is not None:
+                taken.append((device, handle))
+        if len(self.devices) + len(taken) < self.count and not keep:
+            for _, handle in taken:
                 handle.close()
-                continue
-            handle.seek(0)
-            handle.truncate()
-            handle.write(f"{os.getpid()}\n")
-            handle.flush()
-            self.handles.append(handle)
-            self.devices.append(device)
-        if len(self.devices) < self.count:
-            if not keep:
-                self.release()
             return False
-        return True
+        self.handles += [handle for _, handle in taken]
+        self.devices += [device for device, _ in taken]
+        return len(self.devices) == self.count
+
+    def _lock(self, device: str):
+        """The device's lock file, flocked exclusively, or None where another job holds it."""
+        handle = open(self.lock_dir / f"gpu{device}.lock", "a+")
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.close()
+            return None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"{os.getpid()}\n")
+        handle.flush()
+        return handle
 
     def queue(self, blocking: bool):
         """The queue lock (held by the job waiting longest), or None where another holds it."""

@@ -79,6 +79,34 @@ def test_a_waiting_wide_claim_keeps_each_freed_gpu_and_no_newcomer_jumps_the_que
     assert newcomer.claim_if_free() and newcomer.devices == ["0"]
 
 
+def test_a_failed_claim_never_shows_the_gpus_it_locked_on_the_way(tmp_path):
+    """A claim that cannot get its count locks the free GPUs one by one and lets them go.
+    Had `devices` listed them meanwhile, a reader would take a passing attempt for a
+    queued claim keeping them (CI of d53618e: the test above saw a wide claim "keep" GPU 2
+    before it queued, and a newcomer took the next freed GPU). Threads switched every
+    microsecond make the old window show in nearly every read."""
+    import threading
+
+    pool = ["0", "1", "2"]
+    held = [GpuClaim(pool, 1, tmp_path).__enter__() for _ in range(2)]
+    passing = GpuClaim(pool, 3, tmp_path)
+    attempts = threading.Thread(target=lambda: [passing.claim_if_free() for _ in range(300)])
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        attempts.start()
+        reads = []
+        while attempts.is_alive():
+            reads.append(list(passing.devices))
+    finally:
+        sys.setswitchinterval(interval)
+    attempts.join()
+    assert len(reads) > 100 and all(r == [] for r in reads), [r for r in reads if r][:3]
+    assert GpuClaim(pool, 1, tmp_path).try_claim()   # what it locked on the way was let go
+    for claim in held:
+        claim.release()
+
+
 def test_on_an_empty_machine_a_wider_job_launched_with_narrower_ones_claims_first(tmp_path):
     """A run's start: Snakemake launches a TP 4 job and two TP 2 jobs in one round. A TP 2
     claiming first would leave the TP 4 waiting and keeping the other two GPUs idle for the

@@ -10,7 +10,7 @@ and goes on as the engine's own command line. A start then pays no imports: they
 while the GPU still measured the job before.
 
 The log's two stamps (IMPORTED; GRANTED, the session's time of the grant) give the
-imports done ahead of a grant that came later, and the start-up counted from it (servelab.engines.server_log.timeline). servelab.serve.server
+imports done ahead of a grant that came later, and the start-up counted from it (servelab.engines.vllm.startup_log.timeline). servelab.serve.server
 starts such a process and grants it its GPUs.
 """
 

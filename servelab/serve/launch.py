@@ -183,7 +183,7 @@ class Launch:
     gate_wait_s: float = 0.0   # waiting for a start of its compile key to fill the cache
     before_claim: Callable[[], float] | None = None   # the box's builds before any GPU claim (session.run)
     jit_build_s: float = 0.0   # FlashInfer's JIT builds before the claim, no GPU held (not its wall)
-    jit_s: float = 0.0   # of its start-ups, the spans of FlashInfer's JIT builds (server_log.INIT_SPANS)
+    jit_s: float = 0.0   # of its start-ups, the spans of FlashInfer's JIT builds (server_log.JIT_SPANS)
     plan: dict | None = None   # the capacity plan it started under (servelab.fetch.capacity)
     shared_from: dict | None = None   # on another experiment's engine: its experiment, point, session
     offline_reasons: dict = field(default_factory=dict)   # runner error -> the engine's own reason

@@ -146,7 +146,7 @@ def record_offline(point: tuple, outcome: dict, runner: Server, runner_cmd: list
     launch, key, knobs, identity, raw, _, standalone = point
     spec = launch.spec
     engine_start_s = outcome.get("engine_start_s", 0.0)
-    launch.ran_offline(engine_start_s, server_log.read_facts(runner.log), commands.shell_line(standalone))
+    launch.ran_offline(engine_start_s, server_log.read_facts(runner.log, launch.engine), commands.shell_line(standalone))
     name = launch.point_name(knobs, identity)
     extra = {"offline_runner": {"command": commands.shell_line(runner_cmd), "engine_start_s": engine_start_s,
                                 "engine_reused": not engine_start_s}}

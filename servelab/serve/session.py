@@ -88,9 +88,9 @@ def measure(launch: Launch, missing: list[Point], guests: list[Guest] = ()) -> N
                 if launch.gate is not None:   # what it compiled is cached: the next of its key start warm
                     launch.gate.warmed()
                 log(f"server healthy after {launch.startup_s:.1f}s; measuring {len(group)} point(s)")
-                facts = {**server_log.read_facts(fleet.facts_from.log,
-                                                 server_log.scrape_metrics(fleet.facts_from.base_url)),
-                         **server_log.scrape_server_info(fleet.facts_from.base_url, launch.engine.info_path)}
+                origin = fleet.facts_from
+                facts = server_log.read_facts(origin.log, launch.engine, server_log.scrape_metrics(origin.base_url),
+                                              server_log.scrape_info(origin.base_url, launch.engine.info_path))
                 launch.learned(facts, server_log.jit_spans_s(facts))
                 with sidecars(spec, fleet, launch_dir):
                     launch.warmed(warm_up(launch, first_load(group), launch_dir))

@@ -5,6 +5,7 @@ import time
 
 from servelab.engines import prestart
 from servelab.engines import server_log
+from servelab.engines.vllm import startup_log as vllm_log
 from servelab.serve.server import Server
 
 # what a gated server does: the gate, then its "engine" states what it was given
@@ -37,7 +38,7 @@ def test_a_gated_process_imports_then_waits_for_its_devices(tmp_path, monkeypatc
     lines = text.splitlines()
     assert lines[0].startswith(server_log.LAUNCH) and lines[1].startswith(prestart.IMPORTED)
     assert lines[2].startswith(prestart.GRANTED)
-    assert 0 < server_log.timeline(text)["startup_imported_ahead_s"] < 30
+    assert 0 < vllm_log.timeline(text)["startup_imported_ahead_s"] < 30
 
 
 def test_a_process_not_made_to_wait_goes_straight_on_and_a_closed_gate_ends_it(tmp_path, monkeypatch):
@@ -52,7 +53,7 @@ def test_a_process_not_made_to_wait_goes_straight_on_and_a_closed_gate_ends_it(t
         at_once.grant(["1"])
         assert at_once.proc.wait(timeout=30) == 0
     text = at_once.log.read_text()
-    assert text.rstrip().endswith("went on 1 True") and "startup_imported_ahead_s" not in server_log.timeline(text)
+    assert text.rstrip().endswith("went on 1 True") and "startup_imported_ahead_s" not in vllm_log.timeline(text)
     never = Server([sys.executable, "-c", PROGRAM], 0, tmp_path / "never.log", gated=True)
     with never:
         wait_for(never.log, prestart.IMPORTED)

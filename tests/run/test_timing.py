@@ -103,7 +103,7 @@ def test_the_run_line_weighs_sessions_by_the_gpus_they_held():
 
 def test_the_gpu_seconds_spent_waiting_for_flashinfers_jit_are_named():
     """Slot 2 of the course (2026-11-27): the TP 4 start's 452 s held four GPUs, 303 s of it
-    in FlashInfer's JIT builds (its log's spans, servelab.engines.server_log.INIT_SPANS)."""
+    in FlashInfer's JIT builds (its log's spans, servelab.engines.vllm.startup_log.INIT_SPANS)."""
     sessions = [{"experiment": "week13", "wall_s": 480.0, "startup_s": 452.2, "startup_jit_s": 303.0,
                  "points_s": 20.0, "gpus": ["0", "1", "2", "3"]},
                 {"experiment": "week01", "wall_s": 100.0, "startup_s": 40.0, "startup_jit_s": 0.4,

@@ -10,6 +10,7 @@ import re
 from pathlib import Path
 
 from servelab.engines import server_log
+from servelab.engines.vllm import startup_log as vllm_log
 
 ROOT = Path(__file__).parents[2]
 RUN = ROOT / "tests/data/recorded_gpu/h100x4_20261127f"
@@ -20,7 +21,7 @@ def test_the_tp4_start_on_a_fresh_box_waited_mostly_for_flashinfers_jit():
     """452 s to health on four GPUs (1809 GPU-s): the all-reduce fusion's JIT build 189 s and
     the warm-up after the graphs 114 s, two thirds of it; torch.compile proper about 22 s."""
     healthy = float(re.search(r"server healthy after ([\d.]+)s; measuring 3 point", LOG)[1])
-    facts = server_log.facts((RUN / "logs/week13.tensor_parallel_size=4.server.log").read_text())
+    facts = vllm_log.log_facts((RUN / "logs/week13.tensor_parallel_size=4.server.log").read_text())
     jit = server_log.jit_spans_s(facts)              # what its timing.json counts as startup_jit_s
     assert jit == facts["startup_allreduce_fusion_s"] + facts["startup_warmup_s"]
     assert healthy == 452.2 and round(4 * healthy) == 1809

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from helpers import recorded_run
 from servelab.run import timing
-from servelab.engines import server_log
+from servelab.engines.vllm import startup_log as vllm_log
 
 ROOT = Path(__file__).parents[2]
 RUN = ROOT / "tests/data/recorded_gpu/h100x4_20261128g"
@@ -23,7 +23,7 @@ TP4 = "logs/week13.tensor_parallel_size=4.server.log"
 
 
 def tp4_facts(run: Path) -> dict:
-    return server_log.facts((run / TP4).read_text())
+    return vllm_log.log_facts((run / TP4).read_text())
 
 
 def test_the_tp4_start_found_the_all_reduce_fusion_and_the_sampler_built():

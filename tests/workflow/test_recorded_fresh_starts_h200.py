@@ -5,6 +5,7 @@ import json
 from pathlib import Path
 
 from servelab.engines import server_log
+from servelab.engines.vllm import startup_log as vllm_log
 
 DATA = Path(__file__).parents[1] / "data/recorded_gpu"
 FRESH = DATA / "h200x2_20261129c_fresh_starts"
@@ -14,7 +15,7 @@ SPAWNED = "We must use the `spawn` multiprocessing start method"
 def start(box: str, week: str) -> tuple[dict, dict, str]:
     d = FRESH / box / week
     text = (d / "server.log").read_text()
-    return server_log.timeline(text), json.loads((d / "timing.json").read_text()), text
+    return vllm_log.timeline(text), json.loads((d / "timing.json").read_text()), text
 
 
 def test_tp2_names_the_fusion_size_and_its_engine_process_forks():

@@ -9,6 +9,7 @@ import pytest
 
 from servelab.analysis import checks, comparisons, metrics, plots
 from servelab.engines import server_log
+from servelab.engines.registry import ENGINES
 
 RUN = Path(__file__).parents[1] / "data/recorded_gpu/week12_h100"
 
@@ -115,9 +116,9 @@ def test_sglang_p_d_pairs_serve_and_mooncake_over_tcp_pays_for_the_prompts_kv_in
     ratio = mooncake["ttft_p50_ms"].values / nixl["ttft_p50_ms"].values
     assert ratio[-1] > 5 and ratio[-1] > ratio[0], ratio
     # the decode log states the fallback, and the table warns of it
-    facts = server_log.read_facts(SGLANG_PD / "sglang0517_pd_decode_mooncake.log")
+    facts = server_log.read_facts(SGLANG_PD / "sglang0517_pd_decode_mooncake.log", ENGINES["sglang"])
     assert any("mooncake over TCP" in w for w in checks.condition_warnings(facts))
-    nixl_facts = server_log.read_facts(SGLANG_PD / "sglang0517_pd_decode_nixl.log")
+    nixl_facts = server_log.read_facts(SGLANG_PD / "sglang0517_pd_decode_nixl.log", ENGINES["sglang"])
     assert not checks.condition_warnings(nixl_facts)
 
 

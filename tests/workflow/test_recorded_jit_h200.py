@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from servelab.engines import server_log
+from servelab.engines.vllm import startup_log as vllm_log
 
 RECORDING = Path(__file__).parents[1] / "data/recorded_gpu/h200x2_20261128_jit"
 LOGS = sorted(RECORDING.glob("sessions/*/*/server.log"))
@@ -15,7 +16,7 @@ LOGS = sorted(RECORDING.glob("sessions/*/*/server.log"))
 
 @pytest.mark.parametrize("log", LOGS, ids=lambda p: p.parent.parent.name)
 def test_a_fresh_box_s_first_start_waits_seconds_not_minutes_on_flashinfer(log):
-    facts = server_log.timeline(log.read_text())
+    facts = vllm_log.timeline(log.read_text())
     timing = json.loads((log.parent / "timing.json").read_text())
     jit = server_log.jit_spans_s(facts)
     print(f"\n{log.parent.parent.name}: start-up {timing['startup_s']:.1f} s, JIT spans {jit:.0f} s, "
@@ -36,7 +37,7 @@ def test_tp2s_first_start_on_a_fresh_box_builds_nothing_and_says_where_its_111_s
     its GPUs, the start built no all-reduce fusion and spent 7 s (not 99-114 s) in the
     sampler's first run; the 90 s goal is missed by imports, front end and a cold compile."""
     (log,) = TP2.glob("sessions/week13/*/server.log")
-    facts = server_log.timeline(log.read_text())
+    facts = vllm_log.timeline(log.read_text())
     timing = json.loads((log.parent / "timing.json").read_text())
     assert facts["startup_allreduce_fusion_s"] == 0.0 and server_log.jit_spans_s(facts) <= 10
     assert timing["startup_jit_s"] == server_log.jit_spans_s(facts) and timing["compile"] == "cold"

@@ -21,6 +21,10 @@ class Transformers(TransformersFacts):
     timeline_metrics: dict = {}
     info_path = None
 
+    def startup_facts(self, log_text: str, metrics_text: str, info: dict) -> dict:
+        """Its runner states nothing at start-up that a point's record keeps."""
+        return {}
+
     def offline_args(self, tool, model, engine_knobs, client_knobs, *, dataset_name, dataset_path,
                      out_json) -> list[str]:
         dataset = ["--dataset-name", dataset_name] + (["--dataset-path", dataset_path] if dataset_path else [])

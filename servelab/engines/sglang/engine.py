@@ -13,6 +13,7 @@ from pathlib import Path
 
 from servelab.config.engine_facts import SGLangFacts
 from servelab.engines import commands
+from servelab.engines.sglang import startup_log
 
 
 class SGLang(SGLangFacts):
@@ -32,6 +33,10 @@ class SGLang(SGLangFacts):
                         "generation_tokens": "sglang:generation_tokens_total"}
     # its server's facts as structured data: max_total_num_tokens (the KV pool's tokens)
     info_path = "/server_info"
+
+    def startup_facts(self, log_text: str, metrics_text: str, info: dict) -> dict:
+        """What its start-up stated (KV pool, weights, KV transport): its log, /metrics, /server_info."""
+        return startup_log.facts(log_text, metrics_text, info)
 
     def serve_command(self, model: str, port: int, knobs: dict, served_name: str) -> list[str]:
         # --enable-metrics: its Prometheus counters (prompt and cached tokens, KV usage),

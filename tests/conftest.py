@@ -13,6 +13,14 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 
+# The suite runs several engines and torch processes at once on 2 cores. An OpenMP thread
+# with no work spins before it sleeps (libgomp's default), holding a core that another
+# process of the suite needs; passive waiting puts it to sleep at once. Set before anything
+# starts, so every server, runner and zygote inherits it. A fresh-clone run went from
+# 1421-1492 s of tests to 1310 s (docs/test-suite.md). The product keeps OpenMP's default:
+# alone on 2 cores, passive waiting doubled week 1's rate-1 ITL.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 
 def validated(config: dict) -> dict:
     """As the workflow takes a config: nulled sections dropped, the schema, the cross-checks."""
@@ -276,16 +284,17 @@ def slurm_background_run(request, tmp_path_factory):
 
 
 # After the first run ends, the end-to-end module reruns in its working copy one job at a time,
-# about one core busy of two (CI of 293e06e: 1.2 on average over its 326 s). A module that
-# defines `background_run(tmp_path_factory, **run) -> BackgroundRun` (a run in a working copy
-# of its own, which its tests then read; `run`: BackgroundRun's `module` and `after`) has that
-# run started once the in-order lane has nothing else to do: as the end-to-end module begins
-# (or its own tests, where that module is not selected), each such run after the one before,
-# so that one core stays for the reruns. Its tests come after the end-to-end module's.
+# about one core busy of two (CI of 293e06e: 1.2 on average over its 326 s), and the last
+# modules before it mostly wait (stand-in servers, timeouts: ~0.3 of a core for ~100 s in CI
+# of c8cf4b3). A module that defines `background_run(tmp_path_factory, **run) -> BackgroundRun`
+# (a run in a working copy of its own, which its tests then read; `run`: BackgroundRun's
+# `module` and `after`) has that run started as the first run ends (as the session's first
+# tests begin, where no end-to-end test was selected), each such run after the one before, so
+# that one core stays for the in-order lane. Its tests come after the end-to-end module's.
 @pytest.fixture(scope="session")
 def later_background_runs(request, tmp_path_factory):
     """{module path: its run} of the selected modules that define `background_run`."""
-    runs, before = {}, None
+    runs, before = {}, request.getfixturevalue("default_first_run")
     for path, module in request.config.stash.get(LATER_MODULES, {}).items():
         runs[path] = before = note_background_run(
             request.config, module.background_run(tmp_path_factory, module=path, after=before))
@@ -299,8 +308,6 @@ def _first_run_beside(request):
     if request.node.get_closest_marker("quiet_host") is None:
         request.getfixturevalue("default_first_run")
         request.getfixturevalue("slurm_background_run")
-    module = request.node.nodeid.split("::")[0]
-    if module == E2E_MODULE or module in request.config.stash.get(LATER_MODULES, {}):
         request.getfixturevalue("later_background_runs")
 
 

@@ -48,8 +48,8 @@ def session_span(log: Path) -> tuple[datetime, datetime]:
 
 
 def background_run(tmp_path_factory, **run) -> BackgroundRun:
-    """The module's run, in a working copy of its own; tests/conftest.py starts it once the
-    in-order lane has nothing else to do, beside the end-to-end module's reruns."""
+    """The module's run, in a working copy of its own; tests/conftest.py starts it as the
+    default's first run ends, beside the in-order lane."""
     work = make_workdir(tmp_path_factory.mktemp("single-node") / "servelab")
     (work / "single-node-test.yaml").write_text(yaml.safe_dump(OVERLAY))
     env = {"CUDA_VISIBLE_DEVICES": "0,1",      # the machine's two (fake) GPUs

@@ -224,8 +224,10 @@ def commit_workdir(workdir: Path) -> None:
 
 
 def pytest_collection_modifyitems(config, items):
+    # a module's run starts only where a selected test of it reads the run
     later = {item.nodeid.split("::")[0]: item.module for item in items
-             if hasattr(getattr(item, "module", None), "background_run")}
+             if hasattr(getattr(item, "module", None), "background_run")
+             and "later_background_runs" in getattr(item, "fixturenames", ())}
     config.stash[LATER_MODULES] = later
 
     def place(item) -> int:   # quiet ones first, then as collected, the end-to-end module, the later runs'

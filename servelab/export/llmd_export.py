@@ -149,6 +149,11 @@ def main(argv: list[str] | None = None) -> int:
     except ExportError as err:
         print(f"servelab export: FAILED, nothing written: {' '.join(str(err).split())}", file=sys.stderr)
         return 1
+    except OSError as err:   # a read-only parent, a full disk, a path under /proc
+        where = f" ({err.filename})" if err.filename else ""
+        print(f"servelab export: FAILED, nothing written: --out {args.out} cannot be written{where}: "
+              f"{err.strerror or err}", file=sys.stderr)
+        return 1
     print(f"servelab export: {sum(written.values())} report(s) in {args.out}, each valid against the llm-d "
           f"benchmark report {llmd_schema.VERSION} schema: " + ", ".join(f"{e} {n}" for e, n in written.items()))
     return 0

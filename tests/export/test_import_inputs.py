@@ -57,18 +57,19 @@ def test_aiperf_0_10_gives_its_prompts_tokens_by_their_statistics_sum(tmp_path):
 
 def test_a_report_in_llm_ds_own_shape_imports_with_its_units_and_lax_numbers(tmp_path):
     report = yaml.safe_load(BASE_REPORT.read_text())
-    report["run"]["time"] = {"start": "2026-12-01T10:00:00Z", "duration": "PT1M2.5S"}
+    report["run"]["time"] = {"start": "2026-12-01T10:00:00Z", "duration": "PT0M5.840S"}
     report["results"]["observability"] = {}          # not servelab's: no judgement of its own
     latency = report["results"]["request_performance"]["aggregate"]["latency"]
     latency["time_to_first_token"] = {"units": "ms", "mean": "250.5", "p50": 240, "p90": 300, "p99": 400,
                                       "count": 16}    # ms, a numeric string, a key of its own
+    itl = latency["inter_token_latency"]   # in ms/token: every statistic x1000
+    latency["inter_token_latency"] = {k: v * 1000 if isinstance(v, float) else v for k, v in itl.items()}
     latency["inter_token_latency"]["units"] = "ms/token"
-    latency["inter_token_latency"]["mean"] = 12.0
     report["scenario"]["load"]["standardized"].update(concurrency=float("inf"), rate_qps="2.5")
     (tmp_path / "theirs.yaml").write_text(yaml.safe_dump(report))
     row = import_file(tmp_path / "theirs.yaml", experiment="e", server_point="llmd")
-    assert row["ttft_mean_ms"] == 250.5 and row["ttft_p99_ms"] == 400 and row["itl_mean_ms"] == 12.0
-    assert row["request_rate"] == 2.5 and row["max_concurrency"] is None and row["duration_s"] == 62.5
+    assert row["ttft_mean_ms"] == 250.5 and row["ttft_p99_ms"] == 400 and row["itl_mean_ms"] == itl["mean"] * 1000
+    assert row["request_rate"] == 2.5 and row["max_concurrency"] is None and row["duration_s"] == 5.84
     assert row["valid"] is True and row["completed"] == 16 and row["imported_tool"] == "vllm-benchmark 0.26.0"
     # a failed point's report: measured nothing, a row of 0 completed, never valid
     del report["results"]["request_performance"]
@@ -169,9 +170,11 @@ def test_every_bad_input_is_refused_in_one_line_naming_the_file(tmp_path, capsys
     assert not list(tmp_path.glob(".table.csv*"))
 
 
-def test_a_folder_of_reports_imports_with_each_configuration_named(tmp_path):
+def test_a_folder_of_reports_imports_with_each_configuration_its_own_name(tmp_path):
     llmd_export.export(RECORDED[0], tmp_path / "llmd")
     paths = sorted((tmp_path / "llmd").glob("*/*.yaml"))
     table = import_table.run(paths, tmp_path / "t.csv", name="h100")["table"]
-    assert list(table["server_point"]) == [f"h100:{p.parent.name}/benchmark_report_v0.2,_stage_0" for p in paths]
+    # each report names its own configuration (its folder's), kept under --name
+    assert list(table["server_point"]) == [f"h100:{yaml.safe_load(p.read_text())['results']['observability']['servelab_point']['identity']['server_point']}" for p in paths]
+    assert table["point_key"].is_unique and set(table["experiment"]) == {"week12"}
     shutil.rmtree(tmp_path / "llmd")

@@ -33,7 +33,7 @@ KINDS = {stat.S_ISFIFO: "a named pipe", stat.S_ISSOCK: "a socket", stat.S_ISCHR:
 
 
 def mib(n: int) -> str:
-    return f"{n / 2**20:.3g} MiB"
+    return f"{n / 2**20:.3g} MiB" if n >= 2**20 else f"{n:,} bytes"
 
 
 def regular_file_bytes(path: Path, max_bytes: int = MAX_BYTES) -> bytes:
@@ -126,7 +126,9 @@ def check_yaml_events(text: str, path: Path) -> None:
                 if total > MAX_YAML_NODES:
                     raise ImportFailed(f"{path} expands past {MAX_YAML_NODES:,} values through its YAML aliases "
                                        f"(*name): refused (a few bytes can expand to billions)")
-    except yaml.YAMLError:
+    except yaml.YAMLError as err:
+        if "depth" in str(err):   # libyaml's own bound on nesting (1,000)
+            raise ImportFailed(f"{path} nests deeper than {MAX_DEPTH} levels: not a result file") from err
         return   # the load that follows says what is wrong, with its line
 
 
@@ -136,14 +138,16 @@ def parse(text: str, path: Path) -> object:
         return json.loads(text)
     except RecursionError as err:
         raise ImportFailed(f"{path} nests deeper than Python can follow: not a result file") from err
-    except json.JSONDecodeError as err:
+    except ValueError as err:   # JSONDecodeError, or an integer of over 4,300 digits
         if path.suffix in (".json", ".gz") or text.lstrip().startswith(("{", "[")):
-            raise ImportFailed(f"{path} is not JSON: {err}") from err
+            raise ImportFailed(f"{path} is not JSON: {str(err)[:200]}") from err
     check_yaml_events(text, path)
     try:
         return yaml.load(text, Loader=yaml_loader())
     except RecursionError as err:
         raise ImportFailed(f"{path} nests deeper than Python can follow: not a result file") from err
+    except ValueError as err:   # an integer of over 4,300 digits
+        raise ImportFailed(f"{path} is neither JSON nor YAML servelab reads: {str(err)[:200]}") from err
     except yaml.YAMLError as err:
         where = getattr(err, "problem_mark", None)
         raise ImportFailed(f"{path} is neither JSON nor YAML: {getattr(err, 'problem', None) or err}"

@@ -122,7 +122,7 @@ def verdict(row: dict, problems: list[str], warnings: list[str], exported: dict 
         said = bool(exported["valid"])
         out["exported_valid"] = said
         if not said:
-            own.append(f"exporter: {exported.get('invalid_reason') or 'invalid'}")
+            own.append(f"as exported: {exported.get('invalid_reason') or 'invalid'}")
             out["valid"] = False
         if exported.get("warnings") and exported["warnings"] not in warnings:
             out["warnings"] = "; ".join([*warnings, str(exported["warnings"])])

@@ -23,9 +23,10 @@ import yaml
 
 from servelab.export.import_failed import ImportFailed
 
-MAX_BYTES = 64 * 2**20      # a file, or what its gzip inflates to (`servelab import --max-bytes`)
+MAX_BYTES = 32 * 2**20      # a file, or what its gzip inflates to (`servelab import --max-bytes`)
 MAX_DEPTH = 64              # nested objects and lists (llm-d's reports nest 8 deep)
 MAX_YAML_NODES = 1_000_000  # values a YAML document may hold once its aliases are expanded
+MAX_CONTAINERS = 2_000_000  # objects and lists (a vllm bench JSON: one list a request)
 # where infinity is a value, not an overflow: an unbounded rate or concurrency
 UNBOUNDED_OK = {"request_rate", "rate_qps", "concurrency", "max_concurrency"}
 KINDS = {stat.S_ISFIFO: "a named pipe", stat.S_ISSOCK: "a socket", stat.S_ISCHR: "a character device",
@@ -132,8 +133,9 @@ def check_yaml_events(text: str, path: Path) -> None:
         return   # the load that follows says what is wrong, with its line
 
 
-def parse(text: str, path: Path) -> object:
+def parse(text: str, path: Path, max_bytes: int = MAX_BYTES) -> object:
     """JSON, or YAML (llm-d writes its reports in YAML), within the bounds above."""
+    check_size(text, path, max_bytes, yaml_text=False)
     try:
         return json.loads(text)
     except RecursionError as err:
@@ -141,7 +143,9 @@ def parse(text: str, path: Path) -> object:
     except ValueError as err:   # JSONDecodeError, or an integer of over 4,300 digits
         if path.suffix in (".json", ".gz") or text.lstrip().startswith(("{", "[")):
             raise ImportFailed(f"{path} is not JSON: {str(err)[:200]}") from err
-    check_yaml_events(text, path)
+    check_size(text, path, max_bytes, yaml_text=True)
+    if "*" in text:   # only an alias can expand (libyaml itself bounds nesting at 1,000)
+        check_yaml_events(text, path)
     try:
         return yaml.load(text, Loader=yaml_loader())
     except RecursionError as err:
@@ -157,20 +161,42 @@ def parse(text: str, path: Path) -> object:
 def check_values(data: object, path: Path) -> None:
     """Refuse nesting past MAX_DEPTH and any number that is NaN or infinite (JSON's NaN and
     Infinity, YAML's .nan and .inf, or 1e400), naming the field; infinity is taken where it
-    means unbounded (UNBOUNDED_OK)."""
-    todo = [(data, (), 0)]
-    while todo:
-        value, where, depth = todo.pop()
-        if depth > MAX_DEPTH:
-            raise ImportFailed(f"{path} nests deeper than {MAX_DEPTH} levels: not a result file")
-        if isinstance(value, dict):
-            todo.extend((v, (*where, str(k)), depth + 1) for k, v in value.items())
-        elif isinstance(value, list):
-            todo.extend((v, (*where, str(i)), depth + 1) for i, v in enumerate(value))
-        elif isinstance(value, float) and not math.isfinite(value):
-            if math.isinf(value) and value > 0 and where and where[-1] in UNBOUNDED_OK:
-                continue
-            raise ImportFailed(f"{path}: {'/'.join(where) or '(the document)'} is {value!r}, not a finite number")
+    means unbounded (UNBOUNDED_OK). A walk with one iterator a level: no copy of the values."""
+    def entries(value):
+        return iter(value.items()) if isinstance(value, dict) else enumerate(value)
+
+    if not isinstance(data, (dict, list)):
+        return
+    stack, keys = [entries(data)], []
+    while stack:
+        for key, value in stack[-1]:
+            if isinstance(value, (dict, list)):
+                if len(stack) >= MAX_DEPTH:
+                    raise ImportFailed(f"{path} nests deeper than {MAX_DEPTH} levels: not a result file")
+                stack.append(entries(value))
+                keys.append(str(key))
+                break
+            if isinstance(value, float) and not math.isfinite(value):
+                if math.isinf(value) and value > 0 and key in UNBOUNDED_OK:
+                    continue
+                raise ImportFailed(f"{path}: {'/'.join([*keys, str(key)])} is {value!r}, not a finite number")
+        else:
+            stack.pop()
+            if keys:
+                keys.pop()
+
+
+def check_size(text: str, path: Path, max_bytes: int, yaml_text: bool) -> None:
+    """What parsing costs before it is paid: a container is ~100 bytes of memory for 2 of
+    text, and YAML takes ~40 bytes of memory and 0.4 us for each byte of text."""
+    containers = text.count("{") + text.count("[")
+    if containers > MAX_CONTAINERS:
+        raise ImportFailed(f"{path} holds {containers:,} objects and lists, over the {MAX_CONTAINERS:,} an import "
+                           f"parses (a result file holds one a request at most)")
+    if yaml_text and len(text) > max_bytes // 4:
+        raise ImportFailed(f"{path} is {mib(len(text))} of YAML, over the {mib(max_bytes // 4)} an import parses "
+                           f"(a quarter of --max-bytes: YAML costs ten times JSON to parse; JSON is read up to "
+                           f"{mib(max_bytes)})")
 
 
 def read_object(path: str | Path, max_bytes: int = MAX_BYTES) -> dict:
@@ -186,7 +212,7 @@ def read_object(path: str | Path, max_bytes: int = MAX_BYTES) -> dict:
     except UnicodeDecodeError as err:
         raise ImportFailed(f"{path} is not text (neither JSON nor YAML, nor gzip): byte {err.start} "
                            f"is {data[err.start:err.start + 1]!r}") from err
-    found = parse(text, path)
+    found = parse(text, path, max_bytes)
     if not isinstance(found, dict):
         raise ImportFailed(f"{path} holds a {'JSON ' if path.suffix == '.json' else ''}"
                            f"{type(found).__name__ if found is not None else 'nothing'}, "

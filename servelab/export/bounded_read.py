@@ -153,6 +153,8 @@ def parse(text: str, path: Path, max_bytes: int = MAX_BYTES) -> object:
     except ValueError as err:   # an integer of over 4,300 digits
         raise ImportFailed(f"{path} is neither JSON nor YAML servelab reads: {str(err)[:200]}") from err
     except yaml.YAMLError as err:
+        if "nesting depth" in str(err):   # libyaml's own bound (1,000 levels)
+            raise ImportFailed(f"{path} nests deeper than {MAX_DEPTH} levels: not a result file") from err
         where = getattr(err, "problem_mark", None)
         raise ImportFailed(f"{path} is neither JSON nor YAML: {getattr(err, 'problem', None) or err}"
                            + (f" (line {where.line + 1})" if where else "")) from err

@@ -430,6 +430,20 @@ def test_every_point_of_the_default_exports_as_a_valid_llmd_report(workdir, firs
     assert back["valid"].tolist() == [bool(yaml.safe_load(p.read_text())["results"]["observability"]["servelab_point"]
                                            .get("valid", True)) for p in paths]
     assert llmd_roundtrip.mismatches(paths, back) == []
+    # the round trip keeps who each row is: its experiment, configuration, point key and load
+    table = pd.concat(tables.values(), ignore_index=True)
+    assert len(back) == len(table) and back["point_key"].is_unique
+    assert sorted(back["point_key"]) == sorted(table["point_key"].astype(str))
+    for row in back.to_dict("records"):
+        want = table[table["point_key"].astype(str) == row["point_key"]].iloc[0]
+        assert (row["experiment"], row["server_point"]) == (want["experiment"], want["server_point"]), row["point_key"]
+        for knob in ("request_rate", "max_concurrency", "num_prompts"):
+            if pd.notna(want.get(knob)):
+                assert row[knob] == pytest.approx(float(want[knob]), rel=1e-9), (row["point_key"], knob)
+        for column in ("ttft_trend", "completed", "output_throughput_tps", "duration_s"):
+            if pd.notna(want.get(column)):   # durations travel in ms (ISO 8601 PT12.345S)
+                tolerance = dict(abs=6e-4) if column == "duration_s" else dict(rel=1e-6)
+                assert row[column] == pytest.approx(float(want[column]), **tolerance), (row["point_key"], column)
     print(f"\nllm-d reports of the default: {sum(written.values())} in {len(written)} experiment(s), 0 invalid")
 
 

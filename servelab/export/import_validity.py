@@ -10,8 +10,8 @@ and `valid` is both: an exporter can mark a row invalid, never make an impossibl
     not negative  counts, durations, latencies, throughputs
     counts        completed + failed at most what was sent
     percentiles   p50 <= p90 <= p99 of each latency
-    rates         a rate agrees with its count over its duration: within rounding where the
-                  row is one run over its whole duration; within RATE_SLACK where it is the
+    rates         a rate agrees with its count over its duration: within 2 % and the duration's
+                  rounding where the row is one run over its whole duration; within RATE_SLACK where it is the
                   mean of repeats or a held window's (those differ from count / duration by
                   up to 15 % in servelab's recorded runs, tests/data/recorded_gpu)
 """
@@ -28,8 +28,9 @@ DURATIONS = ("duration_s",)
 THROUGHPUTS = {"request_throughput_rps": "completed", "output_throughput_tps": "total_output_tokens"}
 ORDERED = ("p50", "p90", "p99")
 # a rate of one run over its whole duration: the count over the duration, to the duration's
-# rounding (an llm-d report's ISO duration in ms: +-0.5 ms) and a relative 1e-3
-RATE_REL = 1e-3
+# rounding (an llm-d report's ISO duration in ms: +-0.5 ms) and a relative 2 % (AIPerf's rate
+# spans its requests, its duration the whole run: 0.2-0.8 % apart in the CPU default's runs)
+RATE_REL = 0.02
 DURATION_ROUNDING_S = 5e-4
 # a repeated point's mean of rates, or a held window's, against the totals over the whole duration
 RATE_SLACK = 2.0

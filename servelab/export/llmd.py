@@ -364,8 +364,12 @@ def report(row: dict, records: list[dict], raws: list[dict] | None = None, stage
     point = results["observability"]["servelab_point"]
     point["identity"] = {"experiment": record["experiment"], "server_point": record["server_point"],
                          "point_key": str(value(row, "point_key") or ";".join(keys))}
-    point["knobs"] = {k: v for k, v in {**(record["identity"].get("server") or {}), **knobs}.items()
-                      if isinstance(v, (str, int, bool)) or (isinstance(v, float) and math.isfinite(v))}
+    point["knobs"] = {k: v if not isinstance(v, float) or math.isfinite(v) else str(v)   # inf as "inf" (JSON)
+                      for k, v in {**(record["identity"].get("server") or {}), **knobs}.items()
+                      if isinstance(v, (str, int, bool, float)) and not (isinstance(v, float) and math.isnan(v))}
+    for column in ("request_rate", "max_concurrency", "num_prompts"):   # the load point as the table has it
+        if isinstance(v := value(row, column), (int, float)) and not isinstance(v, bool):
+            point["knobs"][column] = v if math.isfinite(v) else str(v)
     if (trend := number(row, "ttft_trend")) is not None:
         point["ttft_trend"] = trend
     if load is None:   # the client knobs stay in the report

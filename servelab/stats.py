@@ -80,3 +80,39 @@ def welch90(mean_a: float, se_a: float, n_a: int, mean_b: float, *, se_b: float,
     find b equivalent to a within +-m where the difference +- this lies inside +-m."""
     se, dof = welch_se(se_a, n_a, se_b, n_b)
     return t90(dof) * se
+
+
+# paired comparisons over interleaved rounds (servelab.analysis.paired, servelab.serve.rounds)
+def log_ratios(base: list[float], other: list[float]) -> list[float] | None:
+    """ln(other_r / base_r) for each round r both measured (positive values only); None
+    where fewer than two rounds pair up."""
+    logs = [math.log(b / a) for a, b in zip(base, other)
+            if a is not None and b is not None and a > 0 and b > 0 and math.isfinite(a) and math.isfinite(b)]
+    return logs if len(logs) >= 2 else None
+
+
+def pct(log_value: float) -> float:
+    """A mean log ratio as a difference in % (100 (e^x - 1))."""
+    return 100 * math.expm1(log_value)
+
+
+def paired_interval(logs: list[float]) -> dict:
+    """The paired difference in % of the baseline, with its 95 % and 90 % intervals."""
+    n = len(logs)
+    mean = statistics.fmean(logs)
+    se = statistics.stdev(logs) / math.sqrt(n)
+    half95, half90 = t95(n - 1) * se, t90(n - 1) * se
+    return {"diff_pct": pct(mean), "ci95_low_pct": pct(mean - half95), "ci95_high_pct": pct(mean + half95),
+            "ci90_low_pct": pct(mean - half90), "ci90_high_pct": pct(mean + half90),
+            "detectable_pct": pct(half95), "rounds": n}
+
+
+def stein_rounds(first_logs: list[float], within: float, most: int) -> int:
+    """Rounds that bring the paired 95 % interval within +-`within` (a fraction: the log of
+    1 + within), from the first stage's logs alone; at least the first stage, at most `most`."""
+    n0 = len(first_logs)
+    if n0 < 2:
+        return n0
+    s0 = statistics.stdev(first_logs)
+    needed = math.ceil((t95(n0 - 1) * s0 / math.log1p(within)) ** 2) if s0 else n0
+    return max(n0, min(most, needed))

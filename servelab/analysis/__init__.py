@@ -3,4 +3,4 @@
 the workflow's analysis scripts run by a process that imported their libraries once
 (warm_script)."""
 MAY_IMPORT = ("config", "fetch", "engines", "search")
-BASE_MODULES = ("repeats",)  # imports nothing from servelab: a search's confirmation uses its statistics
+BASE_MODULES = ("repeats", "paired")  # import nothing from servelab but its stats: a search's confirmation uses them

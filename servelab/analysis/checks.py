@@ -131,6 +131,32 @@ def condition_warnings(row: dict) -> list[str]:
     return warnings
 
 
+# the client's ITL p50 this far below the engine's own busy step: the tokens did not reach it
+# one a step, but in bursts (a client or an API server that fell behind, several tokens read
+# at once); its ITL then measures the stream's bunching, not the engine
+ITL_BELOW_STEP = 0.1
+
+
+def itl_against_record(row: dict) -> dict:
+    """Where the client's ITL p50 sits far below what the engine's record allows (its step
+    time while busy, servelab.analysis.bound), say so: `itl_contradicts_record` true and a
+    warning; comparisons draw no verdict on ITL then. Speculative decoding emits several
+    tokens a step: not judged."""
+    itl, step = row.get("itl_p50_ms"), row.get("step_ms")
+    idle = row.get("idle_fraction")
+    if not all(isinstance(v, (int, float)) and math.isfinite(v) for v in (itl, step)) or step <= 0 \
+            or row.get("speculative_config") or row.get("num_speculative_tokens"):
+        return row
+    busy = step * (1 - idle) if isinstance(idle, (int, float)) and math.isfinite(idle) else step
+    if itl >= ITL_BELOW_STEP * busy:
+        return row
+    note = (f"ITL p50 {itl:.3g} ms is under a tenth of the engine's own step ({busy:.3g} ms while busy): the "
+            f"tokens reached the client in bursts, so its ITL is the stream's bunching, not the engine's pace "
+            f"(no verdict on ITL)")
+    return {**row, "itl_contradicts_record": True,
+            "warnings": "; ".join(w for w in (row.get("warnings"), note) if w)}
+
+
 def outside_load_warning(row: dict) -> str | None:
     """Load from outside the session where it biases the point: any of the CPU engine's
     cores taken (CPU rows), or the machine's cores run short (GPU rows)."""

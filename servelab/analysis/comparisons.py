@@ -19,6 +19,7 @@ import math
 
 import pandas as pd
 
+from servelab.analysis import paired
 from servelab.stats import t95, welch, welch90
 
 METHOD = ("Welch's t on the repeats' means, 95 % two-sided; equivalence: two one-sided tests at 95 % "
@@ -32,7 +33,10 @@ NOT_TWICE = "not measured twice"
 UNDECIDED = "undecided"
 COLUMNS = ["configuration", "baseline", "load_point", "metric", "window", "better_when", "baseline_mean", "mean",
            "diff_pct", "ci95_low_pct", "ci95_high_pct", "ci90_low_pct", "ci90_high_pct", "margin_pct",
-           "detectable_pct", "repeats_baseline", "repeats", "verdict", "method"]
+           "detectable_pct", "repeats_baseline", "repeats", "verdict", "method", "design", "rounds", "round_order"]
+SEQUENTIAL = "sequential (each configuration's repeats back to back)"
+# where the client's ITL contradicts the engine's record (servelab.analysis.checks.itl_against_record)
+CONTRADICTED = "not comparable: the client's ITL contradicts the engine's step (tokens in bursts)"
 
 
 def standard_error(row: pd.Series, metric: str) -> float | None:
@@ -77,10 +81,17 @@ def compare_rows(base: pd.Series, other: pd.Series, metric: str, margin: float =
     metric = column
     mean_a, mean_b = base.get(metric), other.get(metric)
     if pd.isna(mean_a) or pd.isna(mean_b) or not mean_a:
-        return {**out, "verdict": "not measured"}
+        return {**out, "design": SEQUENTIAL, "verdict": "not measured"}
     out.update(baseline_mean=float(mean_a), mean=float(mean_b), diff_pct=100 * (mean_b - mean_a) / mean_a)
     if not (bool(base.get("valid", True)) and bool(other.get("valid", True))):
-        return {**out, "verdict": "not comparable: a point is not valid"}
+        return {**out, "design": SEQUENTIAL, "verdict": "not comparable: a point is not valid"}
+    if metric.removeprefix("steady_").startswith("itl_") and \
+            any(row.get("itl_contradicts_record") is True for row in (base, other)):
+        return {**out, "design": SEQUENTIAL, "verdict": CONTRADICTED}
+    if (pair := paired_rounds(base, other, metric)) is not None:
+        return {**out, **pair, "verdict": verdict(pair["ci95_low_pct"], pair["ci95_high_pct"], better_when,
+                                                  pair["ci90_low_pct"], pair["ci90_high_pct"], 100 * margin)}
+    out["design"] = SEQUENTIAL
     se_a, se_b = standard_error(base, metric), standard_error(other, metric)
     if se_a is None or se_b is None:
         return {**out, "verdict": NOT_TWICE}
@@ -91,6 +102,20 @@ def compare_rows(base: pd.Series, other: pd.Series, metric: str, margin: float =
     return {**out, "ci95_low_pct": low, "ci95_high_pct": high, "ci90_low_pct": low90, "ci90_high_pct": high90,
             "detectable_pct": 100 * half / abs(mean_a),
             "verdict": verdict(low, high, better_when, low90, high90, 100 * margin)}
+
+
+def paired_rounds(base: pd.Series, other: pd.Series, metric: str) -> dict | None:
+    """The paired interval where both points were measured in the same interleaved rounds
+    (servelab.analysis.paired): each round's ratio, t on their logs; None otherwise."""
+    design = base.get("design")
+    if not isinstance(design, str) or not design.startswith(paired.DESIGN) or other.get("design") != design:
+        return None
+    logs = paired.log_ratios(paired.parse(base.get(f"{metric}_by_round")), paired.parse(other.get(f"{metric}_by_round")))
+    if logs is None:
+        return None
+    found = paired.interval(logs)
+    return {**found, "repeats_baseline": found["rounds"], "repeats": found["rounds"], "design": design,
+            "round_order": base.get("round_order"), "method": paired.METHOD}
 
 
 def load_point(row: pd.Series, load_knobs: list[str]) -> str:

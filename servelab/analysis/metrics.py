@@ -143,8 +143,11 @@ def conditions_columns(record: dict) -> dict:
     drift = {k: v for k, v in (record.get("drift") or {}).items() if isinstance(v, float)}
     # the drifts that lie inside the first point's repeats (servelab.serve.measurement.drift_of)
     within = " ".join((record.get("drift") or {}).get("within_repeats") or []) or None
+    turn = record.get("round") or {}   # measured in interleaved rounds (servelab.serve.rounds)
     return {
         "repeat": record.get("repeat", 0),
+        **({"round_index": turn["index"], "round_seed": turn["seed"], "round_order": ">".join(turn["order"])}
+           if turn else {}),
         "warmup_prompts": warmup.get("completed", 0) if "failed" not in warmup else 0,
         "prefix_cache_reset": record.get("prefix_cache_reset"),
         **(record.get("counters") or {}),
@@ -228,7 +231,7 @@ def repeated(rows: list[dict]) -> dict:
     if len(rows) > 1:
         found, why = bound.decide(row)
         row.update(bound=found, bound_evidence=why, **spread.explain(rows))
-    return row
+    return checks.itl_against_record(row)
 
 
 def table(view_files: list[str | Path], store_dir: str | Path, expected: dict[str, list[dict]] | None = None,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 
+from servelab.analysis import paired
 from servelab.stats import mean_ci95
 
 # measured quantities (everything else in a row is a knob, a fact or a name)
@@ -53,7 +54,26 @@ def aggregate(rows: list[dict]) -> dict:
     # every repeat's raw files, so that the mean can be traced to each measurement
     for column in ("point_key", "raw_json", "record_json"):
         first[column] = ";".join(str(row.get(column)) for row in rows)
+    if any("round_index" in row for row in rows):
+        first.update(by_round(rows))
+        first.pop("round_index", None)
     return first
+
+
+def by_round(rows: list[dict]) -> dict:
+    """A point measured in interleaved rounds (servelab.serve.rounds): its design, each
+    round's order, and each paired metric round by round (servelab.analysis.paired), so that
+    comparisons pair it with its baseline from the table alone."""
+    rounds = max(int(row.get("round_index", 0)) for row in rows) + 1
+    at = {int(row["round_index"]): row for row in rows if "round_index" in row}
+    seed = next((row["round_seed"] for row in rows if row.get("round_seed") is not None), None)
+    out = {"design": f"{paired.DESIGN} (seed {seed})", "rounds": len(at),
+           "round_order": " | ".join(at[r].get("round_order", "") if r in at else "" for r in range(rounds))}
+    for metric in paired.METRICS:
+        if any(metric in row for row in rows):
+            out[f"{metric}_by_round"] = paired.cell([number(at[r].get(metric)) if r in at else None
+                                                     for r in range(rounds)])
+    return out
 
 
 def repeat_notes(rows: list[dict], column: str) -> str:

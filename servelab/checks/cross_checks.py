@@ -14,8 +14,8 @@ import re
 
 from servelab.config import workloads
 from servelab.fetch import dummy_weights, trace
-from servelab.config.experiments import (DURATION_KNOB, ENV_KNOB, all_client_points, client_points,
-                                         enabled_experiments, point_model, server_points, swept_knobs)
+from servelab.config.experiments import (DURATION_KNOB, ENV_KNOB, RESTART_KNOB, all_client_points, client_points,
+                                         enabled_experiments, gpus_needed, point_model, server_points, swept_knobs)
 from servelab.config import engine_facts as facts
 from servelab.engines.clients.lm_eval import column_prefixes
 from servelab.checks.search_checks import search_problems
@@ -104,6 +104,7 @@ def check(config: dict) -> None:
         if exp.get("search"):
             problems += search_problems(exp, f"{where}.search", config)
         problems += lmcache_problems(exp, where)
+        problems += rounds_problems(config, exp, where)
         problems += figure_problems(config, name, exp, where)
     problems += workload_problems(config)
     if problems:
@@ -260,6 +261,39 @@ def lmcache_problems(exp: dict, where: str) -> list[str]:
     return problems
 
 
+def rounds_problems(config: dict, exp: dict, where: str) -> list[str]:
+    """Interleaved rounds (servelab/serve/rounds.py) pair the configurations of a served
+    experiment round by round: they need several, and their servers up at once."""
+    design = exp.get("rounds")
+    if not design:
+        return []
+    where = f"{where}.rounds"
+    points = server_points(exp)
+    problems = []
+    if len(points) < 2:
+        problems.append(f"{where}: rounds compare configurations; this experiment has one (add server.configs "
+                        f"or a server.grid)")
+    if exp.get("kind", "serve") != "serve" or exp.get("search") or exp.get("topology"):
+        problems.append(f"{where}: rounds run served experiments without a search or a topology")
+    if exp.get("repeat_until") or config.get("repeat_until") and "repeat_until" not in exp:
+        problems.append(f"{where}: rounds decide their own count (least, most, within); leave repeat_until out")
+    if design.get("most", 6) < design.get("least", 3):
+        problems.append(f"{where}.most: {design['most']} is below least ({design.get('least', 3)})")
+    if any(RESTART_KNOB in p for p in all_client_points(exp)):
+        problems.append(f"{where}: a restart sweep measures one server cold and warm; it cannot take turns")
+    if config.get("device") == "gpu" and len(points) > 1:
+        shares = [k.get("gpu_memory_utilization") for k in points.values()]
+        gpus = {gpus_needed(k) for k in points.values()}
+        if len(gpus) > 1:
+            problems.append(f"{where}: every configuration's server is up at once on the job's GPUs: they need "
+                            f"the same GPU count (here {sorted(gpus)})")
+        if any(v is None for v in shares) or sum(shares) > 0.95:
+            problems.append(f"{where}: on a GPU every configuration's server stays up at once: give each "
+                            f"server.configs.NAME.gpu_memory_utilization, summing to at most 0.95 (now "
+                            f"{['unset' if v is None else v for v in shares]})")
+    return problems
+
+
 def canonical(value) -> str:
     return json.dumps(value, sort_keys=True, default=str)
 
@@ -284,7 +318,8 @@ def duplicates(exp: dict, where: str) -> list[str]:
     for name, spec in server.get("configs", {}).items():
         same = configs.setdefault(canonical(spec), name)
         if same != name:
-            problems.append(f"{where}.server.configs.{name}: the same configuration as {same!r}")
+            problems.append(f"{where}.server.configs.{name}: the same configuration as {same!r} (for an A/A "
+                            f"check, give each an env of its own, e.g. env: {{SERVELAB_ARM: {name}}})")
     return problems
 
 

@@ -104,6 +104,9 @@ class SessionPlan:
             "measurement": {**{k: exp.get(k, config.get(k)) for k in MEASUREMENT_KEYS if k in exp or k in config},
                             **({ex.RECORD_KNOB: knobs[ex.RECORD_KNOB]} if ex.RECORD_KNOB in knobs else {})},
             "load_search": ({**exp["search"]["load"], "slo": exp["search"]["slo"]} if exp.get("search") else None),
+            # measured in interleaved rounds with the experiment's other configurations (servelab/serve/rounds.py)
+            **({"rounds": {**exp["rounds"], "configurations": list(self.server_points[name])}}
+               if exp.get("rounds") else {}),
         }
 
     def session_params(self, name: str, server_point: str) -> dict:
@@ -113,7 +116,31 @@ class SessionPlan:
         if guests := self.guests_of((name, server_point)):
             params["guests"] = [{"experiment": g, "server_point": sp, "params": self.params(g, sp),
                                  **self.guest_files(g, sp)} for g, sp in guests]
+        if members := self.round_members((name, server_point)):
+            params["round_members"] = [{"server_point": sp, "params": self.params(name, sp),
+                                        "model": self.files(name, sp)["model"], **self.guest_files(name, sp)}
+                                       for sp in members]
         return params
+
+    def round_host(self, session: Session) -> Session | None:
+        """The session whose job measures `session`'s points in interleaved rounds (its
+        experiment's first configuration), where that is another session."""
+        name, server_point = session
+        if not self.experiments[name].get("rounds"):
+            return None
+        first = next(iter(self.server_points[name]))
+        return None if server_point == first else (name, first)
+
+    def round_members(self, session: Session) -> list[str]:
+        """The other configurations a rounds host measures (none for any other session)."""
+        name, server_point = session
+        if not self.experiments[name].get("rounds") or server_point != next(iter(self.server_points[name])):
+            return []
+        return [sp for sp in self.server_points[name] if sp != server_point]
+
+    def round_files(self, session: Session) -> list[str]:
+        """Every file the other configurations of a rounds host read (its job starts their servers)."""
+        return sorted({f for sp in self.round_members(session) for f in self.files(session[0], sp).values()})
 
     def sharing_sessions(self) -> dict[Session, Session]:
         """{guest session: the session whose engine it shares} (servelab/config/engine_groups.py),
@@ -152,4 +179,5 @@ class SessionPlan:
         """Its own session's minutes, and those of the sessions it hosts (their points run in
         its job: a cluster would otherwise end the host's job before its guests' points)."""
         session = (name, server_point)
-        return sum(SESSION_RUNTIME_MIN[self.experiments[g]["kind"]] for g, _ in [session, *self.guests_of(session)])
+        return sum(SESSION_RUNTIME_MIN[self.experiments[g]["kind"]] for g, _ in [session, *self.guests_of(session)]) \
+            * (1 + len(self.round_members(session)))

@@ -20,8 +20,8 @@ from servelab.config.experiments import RESTART_KNOB
 def engine_key(params: dict) -> str | None:
     """What decides the engine a session starts (from its session params), or None
     for a session that cannot share one."""
-    if params.get("topology") or params.get("monitors") or params.get("load_search"):
-        return None
+    if params.get("topology") or params.get("monitors") or params.get("load_search") or params.get("rounds"):
+        return None   # (a configuration in rounds is measured beside its experiment's others)
     if any(point.get(RESTART_KNOB) for point in params["client_points"]):
         return None
     return json.dumps({

@@ -22,7 +22,11 @@ def point_identity(spec: SessionSpec, client: dict, engine_version: str | None, 
                    **({"grace_s": spec.setting("grace_s")} if DURATION_KNOB in client else {}),
                    **({"warmup_load_s": spec.setting("warmup_load_s")} if spec.setting("warmup_load_s") else {}),
                    # a point measured without its record of conditions is another measurement
-                   **({} if spec.setting("record_conditions") else {"record_conditions": False})}
+                   **({} if spec.setting("record_conditions") else {"record_conditions": False}),
+                   # one measured in interleaved rounds too: its turns, beside which configurations, in
+                   # which orders (servelab.serve.rounds), are part of what it measured
+                   **({"rounds": {"seed": spec.rounds.get("seed", 0),
+                                  "configurations": spec.rounds.get("configurations")}} if spec.rounds else {})}
     return {
         "engine": spec.engine,
         "engine_version": engine_version,

@@ -45,6 +45,9 @@ class SessionSpec:
     # the name its points address the server by, when they run on another experiment's
     # engine (servelab.config.engine_groups)
     served_as: str | None = None
+    # an experiment measured in interleaved rounds (servelab.serve.rounds): {seed, least,
+    # most, metric, within}; its configurations' jobs list the rounds it decided
+    rounds: dict | None = None
 
     @classmethod
     def from_params(cls, experiment: str, server_point: str, params: dict, **given) -> "SessionSpec":

@@ -62,3 +62,28 @@ def test_a_configuration_measured_without_its_record_says_so_and_passes_no_such_
     exp["server"]["configs"]["unrecorded"] = {"record_conditions": "no"}
     with pytest.raises(Exception, match="'no' is not of type 'boolean'"):
         checked(local_config)
+
+
+def test_an_experiment_in_rounds_is_measured_by_its_first_configurations_job(local_config):
+    plan = SessionPlan(checked(local_config))
+    first, other = ("study_tuning_cpu", "baseline"), ("study_tuning_cpu", "seqs4")
+    assert plan.round_host(other) == first and plan.round_host(first) is None
+    params = plan.session_params(*first)
+    assert [m["server_point"] for m in params["round_members"]] == ["seqs4"]
+    assert params["round_members"][0]["params"]["server_knobs"]["max_num_seqs"] == 4
+    assert params["rounds"]["configurations"] == ["baseline", "seqs4"] and params["rounds"]["seed"] == 0
+    assert "round_members" not in plan.session_params(*other) and plan.session_params(*other)["rounds"]
+    assert first not in plan.hosts and other not in plan.hosts   # no engine shared with another experiment
+    assert plan.runtime(*first) == 2 * SESSION_RUNTIME_MIN["serve"]
+
+
+@pytest.mark.parametrize("change, named", [
+    (lambda e, c: e["server"].pop("configs"), "rounds compare configurations; this experiment has one"),
+    (lambda e, c: e.update(repeat_until={"metric": "output_throughput", "within": 0.05}), "leave repeat_until out"),
+    (lambda e, c: e["rounds"].update(least=5, most=4), "rounds.most: 4 is below least (5)"),
+    (lambda e, c: c.update(device="gpu"), "give each server.configs.NAME.gpu_memory_utilization"),
+])
+def test_rounds_that_cannot_be_run_are_refused_by_name(local_config, change, named):
+    change(local_config["experiments"]["study_tuning_cpu"], local_config)
+    with pytest.raises(cross_checks.ConfigError, match=named.replace("(", r"\(").replace(")", r"\)")):
+        checked(local_config)

@@ -56,6 +56,11 @@ def session_inputs(wildcards):
         # params check whenever its host reruns (a guest's change reruns both).
         inputs["engine_host"] = "results/{}/sessions/{}.json".format(*ENGINE_HOSTS[session])
     inputs["guest_files"] = [f for g in PLAN.guests_of(session) for f in PLAN.guest_files(*g).values() if f]
+    # an experiment in interleaved rounds: its first configuration's job measures them all
+    # (servelab/serve/rounds.py); the others' jobs follow it and write their views
+    if (host := PLAN.round_host(session)) is not None:
+        inputs["round_host"] = "results/{}/sessions/{}.json".format(*host)
+    inputs["round_files"] = PLAN.round_files(session)
     return inputs
 
 

@@ -1,0 +1,253 @@
+"""An experiment measured in interleaved rounds (`rounds:` in the experiment's config).
+
+Measuring every repeat of configuration A, then every repeat of B, reads a drift of the box
+over those minutes (a neighbour's load, the hypervisor's steal, a clock) as a difference
+between A and B. In rounds, every configuration's server stays up, and each round measures
+each configuration's points once, in an order drawn at random from the recorded seed (RMIT:
+Abedi and Brecht, ICPE 2017); comparisons pair the configurations round by round
+(servelab.analysis.paired). Only the configuration whose turn it is gets load: the others sit
+idle, and each point's record of load from outside its own server (`outside_cpu_cores`)
+shows what the idle ones took.
+
+The first stage is `least` rounds; from its spread of paired ratios, Stein's two-stage rule
+decides how many rounds bring every paired interval of `metric` within +-`within`, at most
+`most` (the decision annotated on each first-stage record, so that each configuration's own
+job lists the same points). The experiment's first configuration's job measures every
+configuration; the others' jobs find their points measured and write their views
+(workflow/rules/serve.smk). The drift check is off in rounds: the pairing is what cancels
+drift.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import random
+import tempfile
+from pathlib import Path
+
+from servelab.stats import log_ratios, stein_rounds
+from servelab.atomic import write_text
+from servelab.engines import environment, server_log
+from servelab.engines.registry import ENGINES
+from servelab.run import provenance
+from servelab.serve import failure
+from servelab.serve.launch import Launch, launch_plan, log, new_session_dir
+from servelab.serve.measurement import measure_points, warm_up
+from servelab.serve.repeat_rule import target_value
+from servelab.serve.server import ServerError, terminate_on_sigterm
+from servelab.serve.session import first_load, session_env, session_timing, sidecars
+from servelab.serve.session_points import listed_points, points_to_measure
+from servelab.serve.session_spec import SessionSpec
+from servelab.serve.store import PointStore
+
+DEFAULTS = {"seed": 0, "least": 3, "most": 6, "metric": "output_throughput", "within": 0.03}
+DESIGN = "interleaved rounds"
+
+
+def design(spec: SessionSpec) -> dict:
+    return {**DEFAULTS, **(spec.rounds or {})}
+
+
+def round_order(seed: int, index: int, names: list[str]) -> list[str]:
+    """The order of round `index`: the configurations shuffled by a generator seeded with the
+    experiment's seed and the round's number (the same on any box, in any rerun)."""
+    order = list(names)
+    random.Random(f"servelab-rounds:{seed}:{index}").shuffle(order)
+    return order
+
+
+def with_rounds(spec: SessionSpec, rounds: int) -> SessionSpec:
+    """The spec whose repeats are `rounds` (a repeat is a round), no drift check, no
+    per-point repeat rule (the rounds have their own)."""
+    return dataclasses.replace(spec, measurement={**spec.measurement, "repeats": rounds, "drift_check": False,
+                                                  "repeat_until": None})
+
+
+def planned(spec: SessionSpec, store: PointStore, engine_version: str | None, hardware: dict) -> SessionSpec:
+    """A configuration's spec with the rounds its experiment decided (the decision on its
+    first stage's records), or the first stage's while undecided."""
+    least = design(spec)["least"]
+    first = with_rounds(spec, least)
+    points = points_to_measure(first, store, engine_version, hardware, retry_failed=False)[0]
+    decided = [d["rounds"] for key, _, _ in points if store.has(key)
+               if isinstance(d := store.load(key).get("rounds_decision"), dict)]
+    return with_rounds(spec, max(decided) if decided else least)
+
+
+def planned_here(spec: SessionSpec) -> SessionSpec:
+    """planned() on this box: its store, engine version and hardware."""
+    version = environment.installed_version(ENGINES[spec.engine].distributions, spec.env)
+    return planned(spec, PointStore(spec.store_dir), version, provenance.hardware())
+
+
+def metric_values(spec: SessionSpec, store: PointStore, version, hardware, rounds: int, metric: str) -> list[list]:
+    """[client point][round] -> the metric (None: failed or missing)."""
+    points = points_to_measure(with_rounds(spec, rounds), store, version, hardware, retry_failed=False)[0]
+    out = [[None] * rounds for _ in spec.client_points]
+    for key, knobs, identity in points:
+        i = next(j for j, p in enumerate(spec.client_points) if p == knobs)
+        if store.has(key) and not store.load(key).get("failure"):
+            out[i][identity.get("repeat", 0)] = target_value(store.raw(key), metric)
+    return out
+
+
+def decide(arms: list[SessionSpec], store: PointStore, version, hardware) -> dict:
+    """From the first stage: the rounds every paired interval of the metric needs (the most
+    of them), at most `most`; the first stage where a pair lacks values."""
+    d = design(arms[0])
+    least = d["least"]
+    values = {a.server_point: metric_values(a, store, version, hardware, least, d["metric"]) for a in arms}
+    base = values[arms[0].server_point]
+    needed, unpaired = [], []
+    for arm in arms[1:]:
+        for i, vals in enumerate(values[arm.server_point]):
+            logs = log_ratios(base[i], vals)
+            if logs is None or len(logs) < least:
+                unpaired.append(arm.server_point)
+                continue
+            needed.append(stein_rounds(logs, d["within"], d["most"]))
+    rounds = max(needed, default=least)
+    target = f"paired {d['metric']} within +-{100 * d['within']:g} %"
+    why = (f"{target}: {rounds} rounds (Stein's rule on the first {least})" if rounds < d["most"] or not needed else
+           f"{target}: the most ({d['most']}) rounds")
+    if unpaired:
+        why += f"; not paired at every round of the first stage: {', '.join(sorted(set(unpaired)))}"
+    return {"rounds": rounds, "first_stage": least, "why": why}
+
+
+@dataclasses.dataclass
+class Arm:
+    """One configuration in the rounds: its spec, its launch once started, what it lacks."""
+    spec: SessionSpec
+    missing: list
+    launch: Launch | None = None
+    done: list = dataclasses.field(default_factory=list)
+    out: str | None = None   # why it measures no more (its server failed)
+    stack: contextlib.ExitStack | None = None   # its server's processes and sidecars
+
+
+def start(arm: Arm, store: PointStore, hardware: dict, tmpdir: str, stack: contextlib.ExitStack) -> None:
+    """The configuration's server up, healthy and warmed; kept running by `stack` (its own
+    part of it, closed early where the server fails)."""
+    spec = arm.spec
+    arm.stack = stack.enter_context(contextlib.ExitStack())
+    stack = arm.stack
+    name, session_dir = new_session_dir(spec)
+    arm_tmp = Path(tmpdir) / spec.server_point
+    arm_tmp.mkdir()
+    env = session_env(spec, str(arm_tmp), session_dir)
+    arm.launch = launch = Launch(spec, store, hardware, name, session_dir, str(arm_tmp), env)
+    fleet, serve_cmd = launch_plan(spec, session_dir, env)
+    write_text(session_dir / "command.txt", serve_cmd + "\n")
+    write_text(session_dir / "rounds.json", json.dumps({"design": DESIGN, **design(spec)}))
+    launch.starting(fleet, serve_cmd)
+    stack.enter_context(fleet)
+    log(f"{spec.experiment}/{spec.server_point}: {len(fleet.servers)} process(es) starting for the rounds, "
+        f"client port {fleet.front.port} (logs in {session_dir})")
+    launch.use_client(lambda: launch.engine.client(*fleet.client_origin()))
+    launch.healthy(fleet.wait_healthy(spec.startup_timeout_s, progress=log))
+    origin = fleet.facts_from
+    launch.learned(server_log.read_facts(origin.log, launch.engine, server_log.scrape_metrics(origin.base_url),
+                                         server_log.scrape_info(origin.base_url, launch.engine.info_path)))
+    stack.enter_context(sidecars(spec, fleet, session_dir))
+    launch.warmed(warm_up(launch, first_load(arm.missing), session_dir))
+
+
+def failed(arm: Arm, exc: ServerError) -> None:
+    """Its server refused or died: its points not yet measured fail with the engine's reason
+    (data), and its processes stop; a death with no cause of its own is transient and fails
+    the job (a rerun measures what is left)."""
+    launch = arm.launch
+    stage = "server start-up" if launch.startup_s is None else "server exited under load"
+    reason = failure.server_reason(exc.log_text(), exc.exit_code, exc.engine_died)
+    lost = [p for p in arm.missing if p[0] not in arm.done]
+    arm.stack.close()
+    if reason is None:
+        raise failure.TransientFault(f"{arm.spec.experiment}/{arm.spec.server_point}: its server stopped with no "
+                                     f"reason of its own: transient, {len(lost)} point(s) left to a rerun. "
+                                     f"Log: {exc.log}") from exc
+    died = failure.PointFailed(stage, reason, exc.log, exc.exit_code)
+    for point in lost:
+        launch.save_failure(point, died)
+        arm.done.append(point[0])
+    arm.out = f"{stage}: {reason}"
+
+
+def measure_rounds(arms: list[Arm], store: PointStore, hardware: dict, tmpdir: str,
+                   stack: contextlib.ExitStack, seed: int, rounds: int) -> None:
+    """Rounds 0..rounds-1: each in its order, each configuration's points of that round."""
+    names = [a.spec.server_point for a in arms]
+    by_name = dict(zip(names, arms))
+    for index in range(rounds):
+        order = round_order(seed, index, names)
+        todo = {n: [p for p in by_name[n].missing if p[2].get("repeat", 0) == index and p[0] not in by_name[n].done]
+                for n in order}
+        if not any(todo.values()):
+            continue
+        log(f"round {index + 1}/{rounds}: {' > '.join(order)}")
+        for position, name in enumerate(order):
+            arm = by_name[name]
+            if not todo[name] or arm.out:
+                continue
+            try:
+                if arm.launch is None:
+                    start(arm, store, hardware, tmpdir, stack)
+                before = len(arm.done)
+                measure_points(arm.launch, todo[name], arm.done)
+            except ServerError as exc:
+                failed(arm, exc)
+                continue
+            for key in arm.done[before:]:
+                store.annotate(key, {"round": {"design": DESIGN, "seed": seed, "index": index, "position": position,
+                                               "order": order}})
+
+
+def run(host: SessionSpec, others: list[SessionSpec], view_path: str | Path, retry_failed: bool = False) -> list:
+    """Measure every configuration of the experiment in rounds (the first stage, then the
+    rounds it decides), then write the host configuration's view."""
+    terminate_on_sigterm()
+    store = PointStore(host.store_dir)
+    hardware = provenance.hardware()
+    version = environment.installed_version(ENGINES[host.engine].distributions, host.env)
+    specs = [host, *others]
+    d = design(host)
+    with contextlib.ExitStack() as stack, tempfile.TemporaryDirectory(prefix="servelab-rounds-") as tmpdir:
+        arms: dict[str, Arm] = {}
+        stages = [d["least"]]
+        while stages:
+            rounds = stages.pop()
+            for spec in specs:
+                points, missing = listed_points(with_rounds(spec, rounds), store, version, hardware,
+                                                retry_failed=retry_failed)
+                arm = arms.setdefault(spec.server_point, Arm(with_rounds(spec, rounds), []))
+                arm.spec = with_rounds(spec, rounds)
+                arm.missing = [p for p in missing if p[0] not in arm.done]
+                if arm.launch is not None:
+                    arm.launch.spec = arm.spec
+            todo = sum(len(a.missing) for a in arms.values())
+            log(f"{host.experiment}: {len(specs)} configurations in {rounds} interleaved rounds (seed {d['seed']}), "
+                f"{todo} point(s) to measure")
+            measure_rounds(list(arms.values()), store, hardware, tmpdir, stack, d["seed"], rounds)
+            if rounds == d["least"]:
+                decision = decide(specs, store, version, hardware)
+                for spec in specs:
+                    for key, _, _ in listed_points(with_rounds(spec, d["least"]), store, version, hardware,
+                                                   retry_failed=False)[0]:
+                        if store.has(key) and store.load(key).get("rounds_decision") != decision:
+                            store.annotate(key, {"rounds_decision": decision})
+                log(f"rounds: {decision['why']}")
+                if decision["rounds"] > rounds:
+                    stages.append(decision["rounds"])
+        for arm in arms.values():
+            if arm.launch is not None:
+                timing = session_timing(arm.spec, arm.launch, sum(arm.launch.timing.values()))
+                write_text(arm.launch.session_dir / "timing.json", json.dumps({**timing, "design": DESIGN}))
+    final = planned(host, store, version, hardware)
+    view = [store.load(key) for key, _, _ in listed_points(final, store, version, hardware, retry_failed=False)[0]]
+    write_text(view_path, json.dumps(view, indent=2, sort_keys=True, default=str))
+    if text := failure.summary([r for r in view if r.get("failure")]):
+        log(text)
+    return view
+

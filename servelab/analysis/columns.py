@@ -8,6 +8,7 @@ Each group names the module that fills it. A column measured over repeats also h
 
 from __future__ import annotations
 
+from servelab.analysis.paired import METRICS as PAIRED_METRICS
 from servelab.engines.server_log import STARTUP_COLUMNS
 
 # the client's latency statistics: LAT_STAT_ms, e.g. ttft_p99_ms (servelab.analysis.metrics)
@@ -72,6 +73,12 @@ PROVENANCE_COLUMNS = {"engine_version", "hardware", "cpu_features", "device", "s
                       "invalid_reason", "eval_invalid_reason", "kv_transport", "plan_kv_cache_tokens",
                       "plan_weights_gib"}
 
+# a point measured in interleaved rounds (servelab.serve.rounds): its design, each round's order
+# and each paired metric round by round (servelab.analysis.paired, comparisons); a client ITL
+# the engine's step contradicts (servelab.analysis.checks.itl_against_record)
+ROUNDS_COLUMNS = {"design", "rounds", "round_seed", "round_order", "itl_contradicts_record",
+                  *(f"{m}_by_round" for m in PAIRED_METRICS)}
+
 GROUPS = {
     "the client's latencies (`LAT_STAT_ms`)": LATENCY_COLUMNS,
     "the client's totals and rates": MEASURED_SCALARS,
@@ -84,6 +91,7 @@ GROUPS = {
     "the record of conditions (docs/point-record.md)": RECORD_COLUMNS,
     "what bound it, what moved with its spread": WHY_COLUMNS,
     "the drift check": DRIFT_COLUMNS,
+    "interleaved rounds and paired comparisons (docs/comparisons.md)": ROUNDS_COLUMNS,
     "provenance and validity": PROVENANCE_COLUMNS,
 }
 METRIC_COLUMNS = set().union(*GROUPS.values())

@@ -6,7 +6,13 @@ excludes 0), equivalent (the two one-sided tests at 95 %: the 90 % interval lies
 +-margin, `equivalence_margin`), else undecided (the interval is too wide for either). Each figure is the held window's where both points held their load (the
 `steady_` columns), else the whole run's; the `window` column says which.
 
-From the table alone: a row with repeats holds each metric's mean and the half-width of
+Where both points were measured in the same interleaved rounds (servelab/serve/rounds.py),
+the comparison is paired: each round's ratio to the baseline, Student's t on their logs
+(servelab.analysis.paired), the rows' `METRIC_by_round`; `design`, `rounds` and
+`round_order` say so. Where the client's ITL contradicts the engine's own step (tokens in
+bursts: servelab.analysis.checks.itl_against_record), no ITL verdict is drawn.
+
+Otherwise (sequential), from the table alone: a row with repeats holds each metric's mean and the half-width of
 its 95 % interval (servelab.analysis.repeats), from which the standard error is recovered.
 The interval is of the difference of the means, relative to the baseline's mean (the
 baseline's own uncertainty in the denominator is not propagated: it is second order at

@@ -4,7 +4,7 @@ measures the others' missing points on it, each with its own client, warm-up, st
 drift check; their own jobs then find nothing to measure and launch nothing.
 
 Only what a shared engine cannot change is shared: server sessions without a restart
-sweep, topology, monitor or load search (a profiler's trace or a restart belongs to one
+sweep, topology, monitor, load search or interleaved rounds (a profiler's trace or a restart belongs to one
 experiment), with the same engine, model, flags, environment and prefix-cache setting
 (it sets the server's environment), and offline sessions of the same benchmark tool
 (its runner reuses an engine whose arguments are equal).

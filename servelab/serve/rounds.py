@@ -177,7 +177,9 @@ def failed(arm: Arm, exc: ServerError) -> None:
 
 def measure_rounds(arms: list[Arm], store: PointStore, hardware: dict, tmpdir: str,
                    stack: contextlib.ExitStack, seed: int, rounds: int) -> None:
-    """Rounds 0..rounds-1: each in its order, each configuration's points of that round."""
+    """Rounds 0..rounds-1, each in its order: load point by load point, each configuration's
+    point of that round in turn (a configuration and its baseline at one load are measured
+    next to each other)."""
     names = [a.spec.server_point for a in arms]
     by_name = dict(zip(names, arms))
     for index in range(rounds):
@@ -187,21 +189,22 @@ def measure_rounds(arms: list[Arm], store: PointStore, hardware: dict, tmpdir: s
         if not any(todo.values()):
             continue
         log(f"round {index + 1}/{rounds}: {' > '.join(order)}")
-        for position, name in enumerate(order):
-            arm = by_name[name]
-            if not todo[name] or arm.out:
-                continue
-            try:
-                if arm.launch is None:
-                    start(arm, store, hardware, tmpdir, stack)
-                before = len(arm.done)
-                measure_points(arm.launch, todo[name], arm.done)
-            except ServerError as exc:
-                failed(arm, exc)
-                continue
-            for key in arm.done[before:]:
-                store.annotate(key, {"round": {"design": DESIGN, "seed": seed, "index": index, "position": position,
-                                               "order": order}})
+        for step in range(max(len(points) for points in todo.values())):
+            for position, name in enumerate(order):
+                arm = by_name[name]
+                if step >= len(todo[name]) or arm.out:
+                    continue
+                try:
+                    if arm.launch is None:
+                        start(arm, store, hardware, tmpdir, stack)
+                    before = len(arm.done)
+                    measure_points(arm.launch, [todo[name][step]], arm.done)
+                except ServerError as exc:
+                    failed(arm, exc)
+                    continue
+                for key in arm.done[before:]:
+                    store.annotate(key, {"round": {"design": DESIGN, "seed": seed, "index": index,
+                                                   "position": position, "order": order}})
 
 
 def run(host: SessionSpec, others: list[SessionSpec], view_path: str | Path, retry_failed: bool = False) -> list:

@@ -541,6 +541,56 @@ def test_the_conversations_and_the_trace_show_cache_reuse_rising_turn_by_turn(wo
     assert aiperf_leftovers() <= AIPERF_LEFT_AT_START
 
 
+def test_a_study_and_a_week_in_interleaved_rounds_reach_paired_verdicts(workdir, first_run):
+    """study_tuning_cpu and week08 are measured in rounds (servelab/serve/rounds.py): every
+    configuration's server up at once, each round in the order its seed draws; comparisons.csv
+    pairs them round by round, and the paired interval re-derived here from the store's raw
+    results (each record's round, each repeat's saved result) is the one it reports."""
+    import statistics
+
+    from servelab.analysis import paired
+    from servelab.analysis.metrics import bench_row
+    from servelab.serve.rounds import round_order
+    from servelab.stats import t95
+
+    config = load_config(*CONFIGS)
+    for name in ("study_tuning_cpu", "week08"):
+        exp = config["experiments"][name]
+        names = list(server_points(exp))
+        compared = pd.read_csv(workdir / f"results/{name}/comparisons.csv")
+        table = pd.read_csv(workdir / f"results/{name}/metrics.csv")
+        seed, least = exp["rounds"]["seed"], exp["rounds"].get("least", 3)
+        assert set(compared["design"]) == {f"interleaved rounds (seed {seed})"}, name
+        rounds = int(table["rounds"].iloc[0])
+        assert least <= rounds <= exp["rounds"]["most"] and (table["rounds"] == rounds).all(), name
+        orders = compared["round_order"].iloc[0].split(" | ")
+        assert orders == [">".join(round_order(seed, r, names)) for r in range(rounds)], name
+        assert not compared["verdict"].eq("not measured twice").any(), name
+        # the idle server took nothing from the one under load (its CPU would count as outside load)
+        assert (table["outside_cpu_cores"] < checks.OUTSIDE_CPU_LIMIT).all(), table["outside_cpu_cores"].tolist()
+        # re-derived from the store: each repeat's record names its round, its raw result the
+        # metric (read as the table reads one repeat: metrics.bench_row); one load point each
+        assert len(table) == len(names), name
+        metric = "output_throughput_tps" if name == "study_tuning_cpu" else "ttft_p50_ms"
+        row = compared[compared["metric"] == metric].iloc[0]
+        column = f"steady_{metric}" if row["window"] == "steady" else metric
+        store, by = workdir / f"results/{name}/store", {}
+        for _, point in table.iterrows():
+            for key in str(point["point_key"]).split(";"):
+                record = json.loads((store / key / "record.json").read_text())
+                by.setdefault(point["server_point"], {})[record["round"]["index"]] = \
+                    bench_row(read_raw(store / key)).get(column)
+        base, other = by[row["baseline"]], by[row["configuration"]]
+        logs = [math.log(other[r] / base[r]) for r in sorted(base) if base[r] and other.get(r)]
+        mean, half = statistics.fmean(logs), t95(len(logs) - 1) * statistics.stdev(logs) / math.sqrt(len(logs))
+        assert row["diff_pct"] == pytest.approx(100 * math.expm1(mean), rel=1e-6, abs=1e-9), name
+        assert row["ci95_low_pct"] == pytest.approx(100 * math.expm1(mean - half), rel=1e-6, abs=1e-9), name
+        assert row["method"] == paired.METHOD
+        print(f"\n{name}: {rounds} rounds, " + "; ".join(f"{r.metric} {r.diff_pct:+.1f} % [{r.ci95_low_pct:+.1f}, "
+                                                         f"{r.ci95_high_pct:+.1f}] {r.verdict}"
+                                                         for r in compared.itertuples()))
+
+
 def test_engine_counters_and_the_drift_check_are_columns(workdir, first_run):
     week05 = pd.read_csv(workdir / "results/week05/metrics.csv")
     shared = week05.query("enable_prefix_caching and random_prefix_len == 384")

@@ -73,10 +73,10 @@ PROVENANCE_COLUMNS = {"engine_version", "hardware", "cpu_features", "device", "s
                       "invalid_reason", "eval_invalid_reason", "kv_transport", "plan_kv_cache_tokens",
                       "plan_weights_gib"}
 
-# a point measured in interleaved rounds (servelab.serve.rounds): its design, each round's order
-# and each paired metric round by round (servelab.analysis.paired, comparisons); a client ITL
+# a point measured in interleaved rounds (servelab.serve.rounds): its design, each round's order,
+# the CPU the other configurations' idle servers took during it, and each paired metric round by round (servelab.analysis.paired, comparisons); a client ITL
 # the engine's step contradicts (servelab.analysis.checks.itl_against_record)
-ROUNDS_COLUMNS = {"design", "rounds", "round_seed", "round_order", "itl_contradicts_record",
+ROUNDS_COLUMNS = {"design", "rounds", "round_seed", "round_order", "itl_contradicts_record", "cpu_idle_servers_cores",
                   *(f"{m}_by_round" for m in PAIRED_METRICS)}
 
 GROUPS = {

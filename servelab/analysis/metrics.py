@@ -146,8 +146,8 @@ def conditions_columns(record: dict) -> dict:
     turn = record.get("round") or {}   # measured in interleaved rounds (servelab.serve.rounds)
     return {
         "repeat": record.get("repeat", 0),
-        **({"round_index": turn["index"], "round_seed": turn["seed"], "round_order": ">".join(turn["order"])}
-           if turn else {}),
+        **({"round_index": turn["index"], "round_seed": turn["seed"], "round_order": ">".join(turn["order"]),
+            "cpu_idle_servers_cores": turn.get("idle_servers_cpu_cores")} if turn else {}),
         "warmup_prompts": warmup.get("completed", 0) if "failed" not in warmup else 0,
         "prefix_cache_reset": record.get("prefix_cache_reset"),
         **(record.get("counters") or {}),

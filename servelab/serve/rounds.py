@@ -6,8 +6,8 @@ between A and B. In rounds, every configuration's server stays up, and each roun
 each configuration's points once, in an order drawn at random from the recorded seed (RMIT:
 Abedi and Brecht, ICPE 2017); comparisons pair the configurations round by round
 (servelab.analysis.paired). Only the configuration whose turn it is gets load: the others sit
-idle, and each point's record of load from outside its own server (`outside_cpu_cores`)
-shows what the idle ones took.
+idle, and each point's record says what they took meanwhile (`idle_servers_cpu_cores`: the CPU
+of every process of their servers' groups over the point).
 
 The first stage is `least` rounds; from its spread of paired ratios, Stein's two-stage rule
 decides how many rounds bring every paired interval of `metric` within +-`within`, at most
@@ -25,6 +25,7 @@ import dataclasses
 import json
 import random
 import tempfile
+import time
 from pathlib import Path
 
 from servelab.stats import log_ratios, stein_rounds
@@ -33,6 +34,7 @@ from servelab.engines import environment, server_log
 from servelab.engines.registry import ENGINES
 from servelab.run import provenance
 from servelab.serve import failure
+from servelab.serve.conditions import process_table
 from servelab.serve.launch import Launch, launch_plan, log, new_session_dir
 from servelab.serve.measurement import measure_points, warm_up
 from servelab.serve.repeat_rule import target_value
@@ -135,8 +137,8 @@ def start(arm: Arm, store: PointStore, hardware: dict, tmpdir: str, stack: conte
     arm.stack = stack.enter_context(contextlib.ExitStack())
     stack = arm.stack
     name, session_dir = new_session_dir(spec)
-    arm_tmp = Path(tmpdir) / spec.server_point
-    arm_tmp.mkdir()
+    # a short name: the engine's IPC sockets live below it (a Unix socket's path: 107 bytes)
+    arm_tmp = Path(tempfile.mkdtemp(prefix="arm", dir=tmpdir))
     env = session_env(spec, str(arm_tmp), session_dir)
     arm.launch = launch = Launch(spec, store, hardware, name, session_dir, str(arm_tmp), env)
     fleet, serve_cmd = launch_plan(spec, session_dir, env)
@@ -175,6 +177,42 @@ def failed(arm: Arm, exc: ServerError) -> None:
     arm.out = f"{stage}: {reason}"
 
 
+# an idle server is quiet below this (a vLLM API server logs its stats each second); the most a
+# turn waits for the others to get there
+SETTLED_CORES, SETTLE_MOST_S = 0.02, 3.0
+
+
+class IdleServers:
+    """The CPU the other configurations' servers (every process of their groups) took while
+    one configuration's point ran: what sitting idle costs the point measured beside them."""
+
+    def __init__(self, arms: list[Arm]):
+        self.pgids = {s.proc.pid for a in arms for s in a.launch.fleet.servers}
+        self.settled_s = self.settle()
+        self.start = (time.monotonic(), self.cpu_s())
+
+    def settle(self, quiet_cores: float = SETTLED_CORES, most_s: float = SETTLE_MOST_S) -> float:
+        """Wait, at most `most_s`, until the idle servers take under `quiet_cores` (a server
+        goes on working for a moment after its turn's last request: its API server's and
+        engine's tail took 0.2-0.3 of a core over the next 1 s point of week 11 without this)."""
+        started = time.monotonic()
+        while self.pgids and time.monotonic() - started < most_s:
+            before, at = self.cpu_s(), time.monotonic()
+            time.sleep(0.2)
+            if (self.cpu_s() - before) / (time.monotonic() - at) < quiet_cores:
+                break
+        return round(time.monotonic() - started, 2)
+
+    def cpu_s(self) -> float:
+        return sum(cpu for _, pgid, cpu in process_table().values() if pgid in self.pgids)
+
+    def cores(self) -> float | None:
+        if not self.pgids:
+            return None
+        wall = time.monotonic() - self.start[0]
+        return round((self.cpu_s() - self.start[1]) / wall, 4) if wall > 0 else None
+
+
 def measure_rounds(arms: list[Arm], store: PointStore, hardware: dict, tmpdir: str,
                    stack: contextlib.ExitStack, seed: int, rounds: int) -> None:
     """Rounds 0..rounds-1, each in its order: load point by load point, each configuration's
@@ -198,13 +236,16 @@ def measure_rounds(arms: list[Arm], store: PointStore, hardware: dict, tmpdir: s
                     if arm.launch is None:
                         start(arm, store, hardware, tmpdir, stack)
                     before = len(arm.done)
+                    idle = IdleServers([a for a in arms if a is not arm and a.launch is not None and not a.out])
                     measure_points(arm.launch, [todo[name][step]], arm.done)
                 except ServerError as exc:
                     failed(arm, exc)
                     continue
                 for key in arm.done[before:]:
                     store.annotate(key, {"round": {"design": DESIGN, "seed": seed, "index": index,
-                                                   "position": position, "order": order}})
+                                                   "position": position, "order": order,
+                                                   "idle_servers_cpu_cores": idle.cores(),
+                                                   "settled_s": idle.settled_s}})
 
 
 def run(host: SessionSpec, others: list[SessionSpec], view_path: str | Path, retry_failed: bool = False) -> list:

@@ -2,18 +2,15 @@
 (llmd_layout.py): an export appears whole or not at all; llm-d-benchmark's own globs find
 every report. Every refused `--out`, as a table: test_export_targets.py."""
 import hashlib
-import shutil
 from pathlib import Path
 
 import pytest
 import yaml
 
+from export_project import user_project
 from servelab.export import export_folder, llmd_layout
 from servelab.export.llmd_export import ExportError, export
 
-DATA = Path(__file__).parents[1] / "data"
-WEEK12_H100 = DATA / "recorded_gpu/week12_h100"
-PHI4_H200 = DATA / "recorded_gpu/h200_20261129d_path_whole/study_phi4_path"
 
 
 def snapshot(root: Path) -> dict[str, str]:
@@ -25,12 +22,7 @@ def snapshot(root: Path) -> dict[str, str]:
 @pytest.fixture
 def project(tmp_path) -> Path:
     """A copy of two experiments' results, and a folder of the user's own beside them."""
-    shutil.copytree(WEEK12_H100, tmp_path / "results/week12")
-    shutil.copytree(PHI4_H200, tmp_path / "results/study_phi4_path")
-    (tmp_path / "notes").mkdir()
-    (tmp_path / "notes/paper.tex").write_text("\\section{Results}\n")
-    (tmp_path / "plain.txt").write_text("mine\n")
-    return tmp_path
+    return user_project(tmp_path)
 
 
 def test_an_earlier_export_is_replaced_but_not_a_file_the_user_put_in_it(project):

@@ -3,19 +3,17 @@ each refused target is refused in one line, exit 1, with no file, folder, link o
 changed anywhere in the project and nothing hidden left behind; each allowed one gets the
 export whole, everything beside it untouched."""
 import os
-import shutil
 import stat
 from pathlib import Path
 
 import pytest
 
+from export_project import user_project
+
 from servelab import cli
 from servelab.export import export_folder
 from servelab.export.llmd_export import export
 
-DATA = Path(__file__).parents[1] / "data"
-WEEK12_H100 = DATA / "recorded_gpu/week12_h100"
-PHI4_H200 = DATA / "recorded_gpu/h200_20261129d_path_whole/study_phi4_path"
 
 
 def tree(root: Path) -> dict[str, tuple]:
@@ -104,12 +102,7 @@ def setups(p: Path) -> dict[str, tuple[str, str, str]]:
 @pytest.fixture
 def project(tmp_path) -> Path:
     """A copy of two experiments' results, and the user's own files beside them."""
-    shutil.copytree(WEEK12_H100, tmp_path / "results/week12")
-    shutil.copytree(PHI4_H200, tmp_path / "results/study_phi4_path")
-    (tmp_path / "notes").mkdir()
-    (tmp_path / "notes/paper.tex").write_text("\\section{Results}\n")
-    (tmp_path / "plain.txt").write_text("mine\n")
-    yield tmp_path
+    yield user_project(tmp_path)
     for folder, dirs, _ in os.walk(tmp_path):   # let pytest remove what the cases made read-only
         for name in dirs:
             os.chmod(Path(folder) / name, 0o755)

@@ -4,6 +4,8 @@ exit 1, no traceback, nothing written; or imported with import's own verdict: fi
 can produce are never valid, whatever the file says of itself. The time and memory each
 takes, in a process of its own: `servelab bench import_hostile`."""
 import math
+import tempfile
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -30,7 +32,11 @@ def test_every_hostile_input_is_refused_in_one_line_and_nothing_is_written(tmp_p
     assert not list(tmp_path.rglob(".table.csv*")) and not list(tmp_path.rglob(".*.tmp*"))
 
 
-@pytest.mark.parametrize("case", list(hostile_inputs.impossible(hostile_inputs.Path("/tmp/servelab-impossible-ids"))))
+with tempfile.TemporaryDirectory() as made:   # the cases' names, for the test ids
+    IMPOSSIBLE = list(hostile_inputs.impossible(Path(made)))
+
+
+@pytest.mark.parametrize("case", IMPOSSIBLE)
 def test_impossible_figures_import_as_invalid_whatever_the_file_says(case, tmp_path):
     path, why = hostile_inputs.impossible(tmp_path)[case]
     row = import_file(path)

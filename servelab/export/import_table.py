@@ -33,6 +33,12 @@ def imported_table(files: list[Path], *, name: str | None, experiment: str | Non
     """The imported rows, after the rows of `beside` (a servelab table) where given."""
     import pandas as pd
 
+    seen: dict[str, Path] = {}
+    for f in files:   # one run given twice would be two rows of one point
+        real = os.path.realpath(f)
+        if real in seen:
+            raise ImportFailed(f"{f} is given twice (also as {seen[real]}): one run is one row; name it once")
+        seen[real] = Path(f)
     own = None if beside is None else beside_table(beside, max_bytes)
     labels = point_labels(files)
     rows = [import_file(f, max_bytes=max_bytes) for f in files]

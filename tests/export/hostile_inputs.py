@@ -153,6 +153,8 @@ def refused(d: Path) -> dict[str, tuple[list[str], str]]:
         "UTF-16 text": one("utf16.json", json.dumps(vllm()).encode("utf-16"), "is not text"),
         "a report of version 9": one("v9.yaml", edited(report, lambda r: r.update(version="9" * 200)), "of version"),
         "a JSON string as the document": one("str.json", '"hello"', "holds a JSON str"),
+        "a file given twice": ([good, str(VLLM_RATE4.parent / "." / VLLM_RATE4.name), "--out", out],
+                               "is given twice"),
         "--out is a folder": ([good, "--out", str(d)], "is a folder"),
         "--out is .": ([good, "--out", "."], "is a folder"),
         "--out under /proc": ([good, "--out", "/proc/servelab-nowhere/t.csv"], "cannot be written"),

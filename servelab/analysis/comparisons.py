@@ -85,19 +85,23 @@ def compare_rows(base: pd.Series, other: pd.Series, metric: str, margin: float =
            "repeats_baseline": int(base.get("repeats") or 1), "repeats": int(other.get("repeats") or 1),
            "method": METHOD}
     metric = column
+    rounds = in_rounds(base, other)
+    out.update(design=base["design"] if rounds else SEQUENTIAL, round_order=base.get("round_order") if rounds else None)
     mean_a, mean_b = base.get(metric), other.get(metric)
     if pd.isna(mean_a) or pd.isna(mean_b) or not mean_a:
-        return {**out, "design": SEQUENTIAL, "verdict": "not measured"}
+        return {**out, "verdict": "not measured"}
     out.update(baseline_mean=float(mean_a), mean=float(mean_b), diff_pct=100 * (mean_b - mean_a) / mean_a)
     if not (bool(base.get("valid", True)) and bool(other.get("valid", True))):
-        return {**out, "design": SEQUENTIAL, "verdict": "not comparable: a point is not valid"}
+        return {**out, "verdict": "not comparable: a point is not valid"}
     if metric.removeprefix("steady_").startswith("itl_") and \
             any(row.get("itl_contradicts_record") is True for row in (base, other)):
-        return {**out, "design": SEQUENTIAL, "verdict": CONTRADICTED}
-    if (pair := paired_rounds(base, other, metric)) is not None:
+        return {**out, "verdict": CONTRADICTED}
+    if rounds:
+        pair = paired_rounds(base, other, metric)
+        if pair is None:   # fewer than two rounds where both measured the metric
+            return {**out, "verdict": NOT_TWICE}
         return {**out, **pair, "verdict": verdict(pair["ci95_low_pct"], pair["ci95_high_pct"], better_when,
                                                   pair["ci90_low_pct"], pair["ci90_high_pct"], 100 * margin)}
-    out["design"] = SEQUENTIAL
     se_a, se_b = standard_error(base, metric), standard_error(other, metric)
     if se_a is None or se_b is None:
         return {**out, "verdict": NOT_TWICE}
@@ -110,12 +114,17 @@ def compare_rows(base: pd.Series, other: pd.Series, metric: str, margin: float =
             "verdict": verdict(low, high, better_when, low90, high90, 100 * margin)}
 
 
-def paired_rounds(base: pd.Series, other: pd.Series, metric: str) -> dict | None:
-    """The paired interval where both points were measured in the same interleaved rounds
-    (servelab.analysis.paired): each round's ratio, t on their logs; None otherwise."""
+def in_rounds(base: pd.Series, other: pd.Series) -> bool:
+    """Both points measured in the same interleaved rounds (servelab.serve.rounds)."""
     design = base.get("design")
-    if not isinstance(design, str) or not design.startswith(paired.DESIGN) or other.get("design") != design:
-        return None
+    return isinstance(design, str) and design.startswith(paired.DESIGN) and other.get("design") == design
+
+
+def paired_rounds(base: pd.Series, other: pd.Series, metric: str) -> dict | None:
+    """The paired interval of two points measured in the same interleaved rounds
+    (servelab.analysis.paired): each round's ratio, t on their logs; None where fewer than
+    two rounds pair up."""
+    design = base.get("design")
     logs = paired.log_ratios(paired.parse(base.get(f"{metric}_by_round")), paired.parse(other.get(f"{metric}_by_round")))
     if logs is None:
         return None

@@ -104,7 +104,7 @@ def check(config: dict) -> None:
         if exp.get("search"):
             problems += search_problems(exp, f"{where}.search", config)
         problems += lmcache_problems(exp, where)
-        problems += rounds_problems(config, exp, where)
+        problems += rounds_problems(config, name, exp, where)
         problems += figure_problems(config, name, exp, where)
     problems += workload_problems(config)
     if problems:
@@ -261,7 +261,7 @@ def lmcache_problems(exp: dict, where: str) -> list[str]:
     return problems
 
 
-def rounds_problems(config: dict, exp: dict, where: str) -> list[str]:
+def rounds_problems(config: dict, name: str, exp: dict, where: str) -> list[str]:
     """Interleaved rounds (servelab/serve/rounds.py) pair the configurations of a served
     experiment round by round: they need several, and their servers up at once."""
     design = exp.get("rounds")
@@ -281,7 +281,8 @@ def rounds_problems(config: dict, exp: dict, where: str) -> list[str]:
         problems.append(f"{where}.most: {design['most']} is below least ({design.get('least', 3)})")
     if any(RESTART_KNOB in p for p in all_client_points(exp)):
         problems.append(f"{where}: a restart sweep measures one server cold and warm; it cannot take turns")
-    if config.get("device") == "gpu" and len(points) > 1:
+    # (on a GPU box, for the experiments it runs: the CPU default's rounds are not the course's)
+    if config.get("device") == "gpu" and len(points) > 1 and name in enabled_experiments(config):
         shares = [k.get("gpu_memory_utilization") for k in points.values()]
         gpus = {gpus_needed(k) for k in points.values()}
         if len(gpus) > 1:

@@ -81,9 +81,14 @@ def test_an_experiment_in_rounds_is_measured_by_its_first_configurations_job(loc
     (lambda e, c: e["server"].pop("configs"), "rounds compare configurations; this experiment has one"),
     (lambda e, c: e.update(repeat_until={"metric": "output_throughput", "within": 0.05}), "leave repeat_until out"),
     (lambda e, c: e["rounds"].update(least=5, most=4), "rounds.most: 4 is below least (5)"),
-    (lambda e, c: c.update(device="gpu"), "give each server.configs.NAME.gpu_memory_utilization"),
+    (lambda e, c: c.update(device="gpu", run=["study_tuning_cpu"]), "give each server.configs.NAME.gpu_memory_utilization"),
 ])
 def test_rounds_that_cannot_be_run_are_refused_by_name(local_config, change, named):
     change(local_config["experiments"]["study_tuning_cpu"], local_config)
     with pytest.raises(cross_checks.ConfigError, match=named.replace("(", r"\(").replace(")", r"\)")):
         checked(local_config)
+
+
+def test_the_gpu_rule_for_rounds_asks_only_of_the_experiments_a_gpu_box_runs(local_config):
+    local_config.update(device="gpu", run=["week01"])   # the CPU default's rounds are not run there
+    checked(local_config)

@@ -157,7 +157,9 @@ def bounded_points_stop_at_their_duration(client, tiny_model, port: int, out) ->
     # a closed loop's floor (`least`) is sent even where the duration ends first, and said
     bound = bounded(client, tiny_model, port, out, "least", closed, 40, 16, 0.2, 0.5, 8)["bound"]
     print(f"bounded closed loop with a floor of 8: {bound}")
-    assert bound["least"] == 8 and bound["sent"] >= 8 and bound["send_s"] > 0.2
+    # (send_s runs from the first send: on a loaded host 8 short requests of a closed loop of 8
+    # can all go within the 0.2 s counted from the client's start: CI of f0ded63, 0.194 s)
+    assert bound["least"] == 8 and bound["sent"] >= 8 and bound["send_s"] > 0.1
     assert bound["completed_in_time"] >= 6 and bound["cut"] <= 2
 
 

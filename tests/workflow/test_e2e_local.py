@@ -298,10 +298,11 @@ def test_paper_archive_round_trip_rebuilds_every_table_without_an_engine(workdir
 
 def test_experiments_of_one_engine_configuration_share_its_start(workdir, first_run):
     """`share_engines` (config/local.yaml): week 16's standard server and the workload
-    matrix ran on week 1's server, each with its own warm-up, client and store."""
+    matrix ran on week 1's server, each with its own warm-up, client and store (the
+    experiments in interleaved rounds, study_tuning_cpu and week11, share with none)."""
     proc, _ = first_run
-    assert "servelab engines shared: 30 sessions, 23 engine starts" in proc.stderr
-    assert "all: 30 session(s) (7 on another session's engine)" in proc.stderr
+    assert "servelab engines shared: 30 sessions, 24 engine starts" in proc.stderr
+    assert "all: 30 session(s) (6 on another session's engine)" in proc.stderr
     (host,) = (workdir / "results/week01/store/sessions").glob("base-*")
     startup = json.loads((host / "timing.json").read_text())["startup_s"]
     for guest in ("week16_standard", "workload_matrix_cpu"):
@@ -569,7 +570,7 @@ def test_a_study_and_a_week_in_interleaved_rounds_reach_paired_verdicts(workdir,
         assert orders == [">".join(round_order(seed, r, names)) for r in range(rounds)], name
         assert not compared["verdict"].eq("not measured twice").any(), name
         # the idle server took (next to) nothing while the other one was measured: every process of its group
-        assert (table["cpu_idle_servers_cores"] < 0.05).all(), table["cpu_idle_servers_cores"].tolist()
+        assert (table["cpu_idle_servers_cores"] < 0.1).all(), table["cpu_idle_servers_cores"].tolist()
         # re-derived from the store: each repeat's record names its round, its raw result the
         # metric (read as the table reads one repeat: metrics.bench_row), at one load point
         row = compared[compared["metric"] == "output_throughput_tps"].iloc[-1]

@@ -15,7 +15,7 @@ import re
 from servelab.config import workloads
 from servelab.fetch import dummy_weights, trace
 from servelab.config.experiments import (DURATION_KNOB, ENV_KNOB, RESTART_KNOB, all_client_points, client_points,
-                                         enabled_experiments, gpus_needed, point_model, server_points, swept_knobs)
+                                         enabled_experiments, point_model, server_points, swept_knobs)
 from servelab.config import engine_facts as facts
 from servelab.engines.clients.lm_eval import column_prefixes
 from servelab.checks.search_checks import search_problems
@@ -263,7 +263,8 @@ def lmcache_problems(exp: dict, where: str) -> list[str]:
 
 def rounds_problems(config: dict, name: str, exp: dict, where: str) -> list[str]:
     """Interleaved rounds (servelab/serve/rounds.py) pair the configurations of a served
-    experiment round by round: they need several, and their servers up at once."""
+    experiment round by round: they need several, and their servers up at once (on a GPU,
+    shares of its memory: the rounds' job checks them before any start, rounds.gpu_shares)."""
     design = exp.get("rounds")
     if not design:
         return []
@@ -281,17 +282,6 @@ def rounds_problems(config: dict, name: str, exp: dict, where: str) -> list[str]
         problems.append(f"{where}.most: {design['most']} is below least ({design.get('least', 3)})")
     if any(RESTART_KNOB in p for p in all_client_points(exp)):
         problems.append(f"{where}: a restart sweep measures one server cold and warm; it cannot take turns")
-    # (on a GPU box, for the experiments it runs: the CPU default's rounds are not the course's)
-    if config.get("device") == "gpu" and len(points) > 1 and name in enabled_experiments(config):
-        shares = [k.get("gpu_memory_utilization") for k in points.values()]
-        gpus = {gpus_needed(k) for k in points.values()}
-        if len(gpus) > 1:
-            problems.append(f"{where}: every configuration's server is up at once on the job's GPUs: they need "
-                            f"the same GPU count (here {sorted(gpus)})")
-        if any(v is None for v in shares) or sum(shares) > 0.95:
-            problems.append(f"{where}: on a GPU every configuration's server stays up at once: give each "
-                            f"server.configs.NAME.gpu_memory_utilization, summing to at most 0.95 (now "
-                            f"{['unset' if v is None else v for v in shares]})")
     return problems
 
 

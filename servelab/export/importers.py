@@ -90,7 +90,7 @@ def vllm_bench_row(data: dict, path: Path) -> dict:
     return {"model": data.get("model_id"), "request_rate": requested_rate(data.get("request_rate")),
             **({"max_concurrency": knobs["max_concurrency"]} if "max_concurrency" in knobs else {}),
             "num_prompts": data.get("num_prompts"), **row, "repeats": 1,
-            **judged({**row, "num_prompts": data.get("num_prompts")}, knobs),
+            **judged({**row, "num_prompts": data.get("num_prompts"), "imported_tool": "vllm bench serve"}, knobs),
             "engine": data.get("backend"), "imported_tool": "vllm bench serve", "date": data.get("date")}
 
 

@@ -30,6 +30,7 @@ from pathlib import Path
 
 from servelab.stats import log_ratios, stein_rounds
 from servelab.atomic import write_text
+from servelab.config.experiments import gpus_needed
 from servelab.engines import environment, server_log
 from servelab.engines.registry import ENGINES
 from servelab.run import provenance
@@ -248,7 +249,24 @@ def measure_rounds(arms: list[Arm], store: PointStore, hardware: dict, tmpdir: s
                                                    "settled_s": idle.settled_s}})
 
 
-def run(host: SessionSpec, others: list[SessionSpec], view_path: str | Path, retry_failed: bool = False) -> list:
+def gpu_shares(specs: list[SessionSpec], gpus: list[str] | None) -> str | None:
+    """Why the configurations' servers cannot be up at once on the job's GPUs (None: they
+    can, or there are none): each needs its share, `gpu_memory_utilization`, summing to at
+    most 0.95, and the same GPU count."""
+    if not gpus:
+        return None
+    shares = [s.server_knobs.get("gpu_memory_utilization") for s in specs]
+    if any(v is None for v in shares) or sum(shares) > 0.95:
+        return (f"in rounds every configuration's server is up at once on the job's GPU(s) {','.join(gpus)}: give "
+                f"each server.configs.NAME.gpu_memory_utilization, summing to at most 0.95 (now "
+                f"{['unset' if v is None else v for v in shares]})")
+    if len({gpus_needed(s.server_knobs) for s in specs}) > 1:
+        return "in rounds every configuration's server shares the job's GPUs: they need the same GPU count"
+    return None
+
+
+def run(host: SessionSpec, others: list[SessionSpec], view_path: str | Path, retry_failed: bool = False,
+        gpus: list[str] | None = None) -> list:
     """Measure every configuration of the experiment in rounds (the first stage, then the
     rounds it decides), then write the host configuration's view."""
     terminate_on_sigterm()
@@ -260,6 +278,14 @@ def run(host: SessionSpec, others: list[SessionSpec], view_path: str | Path, ret
     with contextlib.ExitStack() as stack, tempfile.TemporaryDirectory(prefix="servelab-rounds-") as tmpdir:
         arms: dict[str, Arm] = {}
         stages = [d["least"]]
+        if why := gpu_shares(specs, gpus):   # said before any server starts; each point a failed row
+            stages = []
+            for spec in specs:
+                name, session_dir = new_session_dir(spec)
+                launch = Launch(spec, store, hardware, name, session_dir, tmpdir, {})
+                for point in listed_points(with_rounds(spec, d["least"]), store, version, hardware,
+                                           retry_failed=retry_failed)[1]:
+                    launch.save_failure(point, failure.PointFailed("GPU shares", why))
         while stages:
             rounds = stages.pop()
             for spec in specs:

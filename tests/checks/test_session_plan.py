@@ -81,7 +81,6 @@ def test_an_experiment_in_rounds_is_measured_by_its_first_configurations_job(loc
     (lambda e, c: e["server"].pop("configs"), "rounds compare configurations; this experiment has one"),
     (lambda e, c: e.update(repeat_until={"metric": "output_throughput", "within": 0.05}), "leave repeat_until out"),
     (lambda e, c: e["rounds"].update(least=5, most=4), "rounds.most: 4 is below least (5)"),
-    (lambda e, c: c.update(device="gpu", run=["study_tuning_cpu"]), "give each server.configs.NAME.gpu_memory_utilization"),
 ])
 def test_rounds_that_cannot_be_run_are_refused_by_name(local_config, change, named):
     change(local_config["experiments"]["study_tuning_cpu"], local_config)
@@ -89,6 +88,17 @@ def test_rounds_that_cannot_be_run_are_refused_by_name(local_config, change, nam
         checked(local_config)
 
 
-def test_the_gpu_rule_for_rounds_asks_only_of_the_experiments_a_gpu_box_runs(local_config):
-    local_config.update(device="gpu", run=["week01"])   # the CPU default's rounds are not run there
-    checked(local_config)
+def test_on_gpus_the_rounds_job_asks_for_each_configurations_share_before_any_start(local_config):
+    from servelab.serve.rounds import gpu_shares
+    from servelab.serve.session_spec import SessionSpec
+
+    plan = SessionPlan(checked(local_config))
+    specs = [SessionSpec.from_params("study_tuning_cpu", sp, plan.params("study_tuning_cpu", sp), model_path="m",
+                                     dataset_path=None, store_dir="s") for sp in ("baseline", "seqs4")]
+    assert gpu_shares(specs, None) is None   # the CPU: no shares to ask
+    assert "gpu_memory_utilization, summing to at most 0.95 (now ['unset', 'unset'])" in gpu_shares(specs, ["0"])
+    for spec, share in zip(specs, (0.45, 0.45)):
+        spec.server_knobs["gpu_memory_utilization"] = share
+    assert gpu_shares(specs, ["0"]) is None
+    specs[1].server_knobs["gpu_memory_utilization"] = 0.6
+    assert "(now [0.45, 0.6])" in gpu_shares(specs, ["0"])

@@ -40,8 +40,8 @@ retry = bool(snakemake.params.retry_failed or snakemake.config.get("retry_failed
 with tee_stderr(snakemake.log[0]):
     if members:   # the first configuration of an experiment in rounds: every configuration, interleaved
         with JobGpus(int(getattr(snakemake.resources, "gpu", 0) or 0), progress=log) as gpus:
-            gpus.take()   # the servers of every configuration share the job's GPUs
-            rounds.run(spec, members, snakemake.output[0], retry_failed=retry)
+            # the servers of every configuration share the job's GPUs
+            rounds.run(spec, members, snakemake.output[0], retry_failed=retry, gpus=gpus.take())
     else:
         if spec.rounds:   # another configuration of it: the rounds it decided, measured by the first's job
             spec = rounds.planned_here(spec)

@@ -428,8 +428,11 @@ def test_every_point_of_the_default_exports_as_a_valid_llmd_report(workdir, firs
     assert errors == [] and mismatched == []
     assert len(paths) == sum(written.values())
     back = import_table.run(paths, tmp_path / "back.csv")["table"]
-    assert back["valid"].tolist() == [bool(yaml.safe_load(p.read_text())["results"]["observability"]["servelab_point"]
-                                           .get("valid", True)) for p in paths]
+    exported = [bool(yaml.safe_load(p.read_text())["results"]["observability"]["servelab_point"].get("valid", True))
+                for p in paths]
+    assert back["valid"].tolist() == exported, [(str(p.relative_to(tmp_path)), r["invalid_reason"])
+                                                for p, r, v in zip(paths, back.to_dict("records"), exported)
+                                                if bool(r["valid"]) != v]
     assert llmd_roundtrip.mismatches(paths, back) == []
     # the round trip keeps who each row is: its experiment, configuration, point key and load
     # (two experiments may hold one point: week03 reads week02_latency's offline point)

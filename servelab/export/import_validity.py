@@ -9,7 +9,7 @@ and `valid` is both: an exporter can mark a row invalid, never make an impossibl
                   such as 1e308 s in ms, is refused in one line: it cannot be a cell)
     not negative  counts, durations, latencies, throughputs
     counts        completed + failed at most what was sent
-    percentiles   p50 <= p90 <= p99 of each latency, to a microsecond
+    percentiles   p50 <= p90 <= p99 of each latency, to a microsecond and 0.1 % (rounding)
     rates         a rate agrees with its count over its duration: within 2 % and the duration's
                   rounding where the row is one run of vLLM's or SGLang's client over its
                   whole duration (their rate is that quotient); within RATE_SLACK where it is the
@@ -79,7 +79,7 @@ def percentiles(row: dict) -> list[str]:
         found = [(s, row.get(f"{lat}_{s}_{unit}")) for s in ORDERED]
         found = [(s, v) for s, v in found if isinstance(v, (int, float)) and math.isfinite(v)]
         for (lo, a), (hi, b) in zip(found, found[1:]):   # to a microsecond (llmd_import.MICROSECOND)
-            if a > b + (1e-3 if unit == "ms" else 1e-6) + 1e-6 * abs(b):
+            if a > b + (1e-3 if unit == "ms" else 1e-6) + 1e-3 * abs(b):
                 out.append(f"{lat} {lo} ({a:g} {unit}) above its {hi} ({b:g} {unit})")
     return out
 

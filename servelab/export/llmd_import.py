@@ -88,15 +88,18 @@ def load(report: dict, path: Path) -> dict:
             "imported_tool": f"{std.get('tool') or 'unknown'} {std.get('tool_version') or ''}".strip()}
 
 
-# a statistic's figures agree to a microsecond: servelab's store keeps per-request times to the
-# microsecond, the client computed its percentiles from the unrounded ones (a p99 within 0.2-2 us
-# of the max in the CPU default's reports)
+# a statistic's figures agree to a microsecond and a relative 1e-3: servelab's store keeps
+# per-request times to the microsecond, the client computed its percentiles from the unrounded
+# ones, and a request's latency is rebuilt as its TTFT plus its gaps, each rounded (a p99 0.2-2 us
+# under the max in the CPU default's reports; week 11's E2EL p99 3 us over its rebuilt max in
+# the CI of 51d38ee)
 MICROSECOND = {"s": 1e-6, "s/token": 1e-6, "ms": 1e-3, "ms/token": 1e-3}
+ROUNDING_REL = 1e-3
 
 
 def out_of_order(aggregate: dict) -> list[str]:
     """A statistic whose percentiles do not rise, or whose mean lies outside its min and max,
-    by more than a microsecond (MICROSECOND) and a relative 1e-6."""
+    by more than a microsecond (MICROSECOND) and ROUNDING_REL."""
     out = []
     for field, stats in ((aggregate.get("latency") or {}) | (aggregate.get("throughput") or {})).items():
         if not isinstance(stats, dict):
@@ -104,7 +107,7 @@ def out_of_order(aggregate: dict) -> list[str]:
         slack = MICROSECOND.get(stats.get("units"), 0.0)
 
         def above(a: float, b: float) -> bool:
-            return a > b + slack + 1e-6 * abs(b)
+            return a > b + slack + ROUNDING_REL * abs(b)
         found = [(p, float(stats[p])) for p in llmd_schema.PERCENTILES if stats.get(p) is not None]
         for (lo, a), (hi, b) in zip(found, found[1:]):
             if above(a, b):

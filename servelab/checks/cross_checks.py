@@ -104,7 +104,7 @@ def check(config: dict) -> None:
         if exp.get("search"):
             problems += search_problems(exp, f"{where}.search", config)
         problems += lmcache_problems(exp, where)
-        problems += rounds_problems(config, name, exp, where)
+        problems += rounds_problems(config, exp, where)
         problems += figure_problems(config, name, exp, where)
     problems += workload_problems(config)
     if problems:
@@ -261,7 +261,7 @@ def lmcache_problems(exp: dict, where: str) -> list[str]:
     return problems
 
 
-def rounds_problems(config: dict, name: str, exp: dict, where: str) -> list[str]:
+def rounds_problems(config: dict, exp: dict, where: str) -> list[str]:
     """Interleaved rounds (servelab/serve/rounds.py) pair the configurations of a served
     experiment round by round: they need several, and their servers up at once (on a GPU,
     shares of its memory: the rounds' job checks them before any start, rounds.gpu_shares)."""

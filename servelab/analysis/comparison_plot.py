@@ -45,12 +45,19 @@ def draw(comparisons: pd.DataFrame, out: str | Path, title: str) -> None:
         ax.set_xticks(range(len(part)), names, fontsize=7, rotation=30, ha="right")
     for ax in list(axes.flat)[len(metrics):]:
         ax.axis("off")
-    baseline = comparisons["baseline"].iloc[0] if len(comparisons) else "?"
-    legend = (f"vs baseline {baseline}; bars: 95 % interval ({METHOD}); "
-              f"blue: equivalent within the margin; grey: undecided, or 'x1': measured once")
+    legend = legend_text(comparisons)
     # wrapped to the figure's width: the method's words would run off its edges
     fig.suptitle(title + "\n" + "\n".join(textwrap.wrap(legend, 60 * cols)), fontsize=9)
     fig.tight_layout()
     with atomic_path(out) as tmp:
         fig.savefig(tmp, dpi=110, format="png")
     plt.close(fig)
+
+
+def legend_text(comparisons) -> str:
+    """The figure's legend: the baseline and the method the rows used (paired over
+    interleaved rounds, or Welch's: servelab.analysis.comparisons)."""
+    baseline = comparisons["baseline"].iloc[0] if len(comparisons) else "?"
+    methods = [m for m in dict.fromkeys(comparisons.get("method", [])) if isinstance(m, str)] or [METHOD]
+    return (f"vs baseline {baseline}; bars: 95 % interval ({'; '.join(methods)}); "
+            f"blue: equivalent within the margin; grey: undecided, or 'x1': measured once")

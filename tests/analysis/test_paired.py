@@ -92,6 +92,9 @@ def test_comparisons_say_their_design_rounds_and_order_and_pair_only_the_same_ro
     assert got["design"] == "interleaved rounds (seed 3)" and got["rounds"] == 3
     assert got["round_order"] == "baseline>twin | twin>baseline" and got["method"] == paired.METHOD
     assert got["verdict"] == "better" and got["ci95_low_pct"] == pytest.approx(10, abs=1e-6)
+    # the figure's legend names the paired method, not Welch's
+    from servelab.analysis.comparison_plot import legend_text
+    assert paired.METHOD in legend_text(compared) and "Welch" not in legend_text(compared)
     # Welch on the same repeats, unpaired: the baseline's 30 % swing hides the difference
     seq = comparisons.compare(table_rows([100, 130, 90], [110, 143, 99], seed=None), ["request_rate"]).iloc[0]
     assert seq["design"] == comparisons.SEQUENTIAL and seq["verdict"] == "undecided"

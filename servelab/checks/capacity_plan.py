@@ -24,7 +24,16 @@ from servelab.config.experiments import enabled_experiments, point_model, server
 from servelab import machine
 from servelab.config import engine_facts as facts
 from servelab.fetch import capacity
+from servelab.serve.rounds import round_order, shares_problem
 from servelab.serve.topology import topology_gpus
+
+
+ROUNDS_LINE = " in rounds: "   # an experiment's servers up at once (`rounds:`), not a server point
+
+
+def first_order(exp: dict, names) -> list[str]:
+    """The order the servers of an experiment in rounds start in: its first round's."""
+    return round_order(int((exp.get("rounds") or {}).get("seed", 0)), 0, list(names))
 
 
 def memory_of(args, config: dict) -> tuple[str, float, str, int | None]:
@@ -53,7 +62,8 @@ def profile_gpu(profile: str | None) -> str | None:
 
 
 def plan_lines(config: dict, memory: tuple[str, float, str, int | None]) -> tuple[list[str], list[str]]:
-    """(a line per server point, a line per point that cannot fit)."""
+    """(a line per server point and per experiment in rounds, a line per point or rounds that
+    cannot fit)."""
     name, gib, device, gpus_here = memory
     lines, refused = [], []
     for exp_name in enabled_experiments(config):
@@ -62,6 +72,7 @@ def plan_lines(config: dict, memory: tuple[str, float, str, int | None]) -> tupl
         exp = config["experiments"][exp_name]
         if not facts.of(exp["engine"]).kv_capacity_sized:
             continue
+        up_at_once = {}   # in rounds, every configuration's server is up at once on the job's GPU
         for sp, knobs in server_points(exp).items():
             model = point_model(exp, knobs)
             where = f"{exp_name} [{sp}]"
@@ -79,6 +90,20 @@ def plan_lines(config: dict, memory: tuple[str, float, str, int | None]) -> tupl
                             else f"DOES NOT FIT: {plan.why}"))
             if not plan.fits:
                 refused.append(f"{where}: {plan.why}")
+            elif exp.get("rounds") and device == "gpu":
+                up_at_once[sp] = plan
+        shares = [knobs.get("gpu_memory_utilization") for knobs in server_points(exp).values()]
+        if up_at_once and (why := shares_problem(shares) if exp["engine"] == "vllm" else None):
+            lines.append(f"{exp_name}{ROUNDS_LINE}DO NOT FIT TOGETHER: {why}")
+            refused.append(f"{exp_name}{ROUNDS_LINE}{why}")
+        elif len(up_at_once) > 1 and (why := capacity.together(up_at_once, gib, first_order(exp, up_at_once))):
+            lines.append(f"{exp_name}{ROUNDS_LINE}DO NOT FIT TOGETHER: {why}")
+            refused.append(f"{exp_name}{ROUNDS_LINE}{why}; give each server a smaller share or KV cache, a larger "
+                           f"GPU, or measure the configurations in sequence (no rounds:)")
+        elif up_at_once:
+            held = sum(p.held_gib for p in up_at_once.values())
+            lines.append(f"{exp_name}{ROUNDS_LINE}its {len(up_at_once)} servers up at once hold {held:.1f} GiB of "
+                         f"{gib:.1f} GiB: fit together")
     return lines, refused
 
 
@@ -125,7 +150,9 @@ def main(argv: list[str] | None = None) -> int:
     lines, refused = plan_lines(config, memory)
     for line in lines:
         print(f"servelab plan: {line}")
-    print(f"servelab plan: {len(lines) - len(refused)} of {len(lines)} server point(s) fit")
+    points = [line for line in lines if ROUNDS_LINE not in line]
+    print(f"servelab plan: {len(points) - sum(ROUNDS_LINE not in line for line in refused)} of {len(points)} "
+          f"server point(s) fit")
     for line in refused:
         print(f"servelab plan: cannot fit: {line}", file=sys.stderr)
     late = bool(args.timings) and not time_lines(config, memory, args.timings, args.within)

@@ -56,6 +56,8 @@ class PointPlan:
     sequences: int              # max_model_len sequences the KV cache holds at once
     fits: bool
     why: str | None = None      # what does not fit, with the numbers
+    held_gib: float = 0.0       # GPU memory the server holds once up, per GPU (0 on the CPU)
+    start_gib: float = 0.0      # free memory vLLM asks to find at its start (its share), per GPU
     warning: str | None = None  # short of fitting, but inside the plan's own error
 
     def as_dict(self) -> dict:
@@ -158,6 +160,7 @@ def plan_point(config: dict, engine: str, knobs: dict, *, memory_gib: float, mem
     max_len = int(knobs.get("max_model_len") or knobs.get("context_length") or config.get("max_position_embeddings")
                   or 0)
     what = f"{memory_name} ({memory_gib:.1f} GiB)"
+    budget = fraction = 0.0
     if device == "cpu":
         kv_gib = float((env or {}).get("VLLM_CPU_KVCACHE_SPACE") or 4)
         why = None if weights + kv_gib <= memory_gib else \
@@ -197,7 +200,7 @@ def plan_point(config: dict, engine: str, knobs: dict, *, memory_gib: float, mem
     return PointPlan(memory=what, gpus=0 if device == "cpu" else tp * pp, weights_gib=round(weights, 2),
                      kv_bytes_per_token=per_token, kv_cache_gib=round(max(kv_gib, 0.0), 2), kv_cache_tokens=tokens,
                      max_model_len=max_len, sequences=tokens // max_len if max_len else 0, fits=why is None, why=why,
-                     warning=warning)
+                     warning=warning, held_gib=round(budget, 2), start_gib=round(fraction * memory_gib, 2))
 
 
 def plan_here(model_dir: str | Path, engine: str, knobs: dict, env: dict | None = None) -> PointPlan | None:
@@ -247,3 +250,22 @@ def point_plan(config: dict, exp: dict, knobs: dict, memory_name: str, *, memory
         config["models"][model] else engine_flags(knobs)
     return plan_point(shape, exp["engine"], served, memory_gib=memory_gib, memory_name=memory_name,
                                device=device, env=env)
+
+
+def together(plans: dict[str, PointPlan], memory_gib: float, order: list[str]) -> str | None:
+    """Why the servers of `plans`, started in `order` (a rounds' first order), cannot be up at
+    once on one GPU of `memory_gib` (None: they can). Each holds `held_gib` once up, and each
+    asks at its start to find its share (`start_gib`) free of what those before it hold."""
+    taken = 0.0
+    for k, name in enumerate(order, 1):
+        plan = plans[name]
+        if memory_gib - taken < plan.start_gib:
+            return (f"{name}, started after {', '.join(order[:k - 1])} ({taken:.1f} GiB held), asks at its start "
+                    f"for its share {plan.start_gib:.1f} GiB free: {memory_gib - taken:.1f} GiB of the GPU's "
+                    f"{memory_gib:.1f} GiB are")
+        taken += plan.held_gib
+        if taken > memory_gib:
+            parts = " + ".join(f"{n} {plans[n].held_gib:g}" for n in order[:k])
+            return (f"{k} of the {len(plans)} servers, held at once in their start order, take {parts} = "
+                    f"{taken:.1f} GiB: over the GPU's {memory_gib:.1f} GiB")
+    return None

@@ -47,6 +47,7 @@ from servelab.serve.store import PointStore
 
 DEFAULTS = {"seed": 0, "least": 3, "most": 6, "metric": "output_throughput", "within": 0.03}
 DESIGN = "interleaved rounds"
+MANY = 10 ** 6   # no cap: what Stein's rule asks for, said where `most` cuts it
 
 
 def design(spec: SessionSpec) -> dict:
@@ -103,21 +104,23 @@ def decide(arms: list[SessionSpec], store: PointStore, version, hardware) -> dic
     least = d["least"]
     values = {a.server_point: metric_values(a, store, version, hardware, least, d["metric"]) for a in arms}
     base = values[arms[0].server_point]
-    needed, unpaired = [], []
+    wanted, unpaired = [], []   # Stein's rounds for each pair, before the cap
     for arm in arms[1:]:
         for i, vals in enumerate(values[arm.server_point]):
             logs = log_ratios(base[i], vals)
             if logs is None or len(logs) < least:
                 unpaired.append(arm.server_point)
                 continue
-            needed.append(stein_rounds(logs, d["within"], d["most"]))
-    rounds = max(needed, default=least)
+            wanted.append(stein_rounds(logs, d["within"], MANY))
+    rounds = min(d["most"], max(wanted, default=least))
     target = f"paired {d['metric']} within +-{100 * d['within']:g} %"
-    why = (f"{target}: {rounds} rounds (Stein's rule on the first {least})" if rounds < d["most"] or not needed else
-           f"{target}: the most ({d['most']}) rounds")
+    why = f"{target}: {rounds} rounds (Stein's rule on the first {least})"
+    if max(wanted, default=0) > d["most"]:
+        why = (f"{target} needs {max(wanted)} rounds by Stein's rule on the first {least}: capped at the most "
+               f"({d['most']}), so the widest paired interval stays wider")
     if unpaired:
         why += f"; not paired at every round of the first stage: {', '.join(sorted(set(unpaired)))}"
-    return {"rounds": rounds, "first_stage": least, "why": why}
+    return {"rounds": rounds, "first_stage": least, "wanted": max(wanted, default=least), "why": why}
 
 
 @dataclasses.dataclass
@@ -249,17 +252,23 @@ def measure_rounds(arms: list[Arm], store: PointStore, hardware: dict, tmpdir: s
                                                    "settled_s": idle.settled_s}})
 
 
+def shares_problem(shares: list[float | None]) -> str | None:
+    """Why servers of these `gpu_memory_utilization` shares cannot be up at once on one GPU
+    (None: they can): each needs its share, summing to at most 0.95."""
+    if any(v is None for v in shares) or sum(shares) > 0.95:
+        return (f"in rounds every configuration's server is up at once on one GPU: give each "
+                f"server.configs.NAME.gpu_memory_utilization, summing to at most 0.95 (now "
+                f"{['unset' if v is None else v for v in shares]})")
+    return None
+
+
 def gpu_shares(specs: list[SessionSpec], gpus: list[str] | None) -> str | None:
     """Why the configurations' servers cannot be up at once on the job's GPUs (None: they
-    can, or there are none): each needs its share, `gpu_memory_utilization`, summing to at
-    most 0.95, and the same GPU count."""
+    can, or there are none): their shares (shares_problem), and the same GPU count."""
     if not gpus:
         return None
-    shares = [s.server_knobs.get("gpu_memory_utilization") for s in specs]
-    if any(v is None for v in shares) or sum(shares) > 0.95:
-        return (f"in rounds every configuration's server is up at once on the job's GPU(s) {','.join(gpus)}: give "
-                f"each server.configs.NAME.gpu_memory_utilization, summing to at most 0.95 (now "
-                f"{['unset' if v is None else v for v in shares]})")
+    if why := shares_problem([s.server_knobs.get("gpu_memory_utilization") for s in specs]):
+        return f"{why}; the job's GPU(s): {','.join(gpus)}"
     if len({gpus_needed(s.server_knobs) for s in specs}) > 1:
         return "in rounds every configuration's server shares the job's GPUs: they need the same GPU count"
     return None

@@ -64,3 +64,53 @@ def test_no_gpu_named_and_none_here_is_a_clear_error():
     assert out.returncode != 0 and "which GPU? No nvidia-smi here: give --gpu" in out.stderr
     unknown = plan("config/config.yaml", "config/gpu-check.yaml", "--gpu", "NVIDIA B300")
     assert unknown.returncode != 0 and "'NVIDIA B300' is not in resources/gpus.yaml" in unknown.stderr
+
+
+def test_servers_kept_up_together_in_rounds_must_fit_one_gpu_together():
+    """config/studies/rounds-gpu.yaml: five servers of Phi-4-mini's shape, each with an L4's
+    KV cache, up at once in interleaved rounds: 101 GiB by the plan (112 GiB at their recorded
+    peaks on an H200, tests/data/recorded_gpu/h200_20261207_rounds). Each fits an 80 GB GPU
+    alone; together only the H200."""
+    configs = ["config/config.yaml", "config/studies/phi4-steady-gpu.yaml", "config/studies/rounds-gpu.yaml"]
+    h200 = plan(*configs, "--gpu", "NVIDIA H200", "--gpus", "1")
+    assert h200.returncode == 0, h200.stderr
+    assert "study_phi4_rounds_l4kv in rounds: its 5 servers up at once hold 101.1 GiB of 140.4 GiB: fit together" \
+        in h200.stdout
+    assert "5 of 5 server point(s) fit" in h200.stdout
+    h100 = plan(*configs, *H100, "--gpus", "1")
+    assert h100.returncode == 1 and "5 of 5 server point(s) fit" in h100.stdout
+    refused = [line for line in h100.stderr.splitlines() if "cannot fit" in line]
+    assert len(refused) == 1 and "study_phi4_rounds_l4kv in rounds: 4 of the 5 servers, held at once in their start " \
+        "order, take seqs128_fp8kv 20.22 + seqs256_fp8kv 20.22 + baseline_twin 20.22 + seqs128 20.22 = 80.9 GiB: " \
+        "over the GPU's 79.6 GiB" in refused[0]
+    assert "measure the configurations in sequence" in refused[0]
+
+
+def test_a_server_started_after_others_must_find_its_share_free():
+    """vLLM asks at its start to find its share (gpu_memory_utilization) free; with
+    kv_cache_memory_bytes it then holds weights + that KV cache, whatever the share. So the
+    order the servers start in (the rounds' first order) decides: a large share started last
+    finds the others' memory taken."""
+    from servelab.fetch.capacity import PointPlan, together
+
+    def server(held, start):
+        return PointPlan(memory="GPU", gpus=1, weights_gib=7.15, kv_bytes_per_token=1, kv_cache_gib=1, kv_cache_tokens=1,
+                         max_model_len=1, sequences=1, fits=True, held_gib=held, start_gib=start)
+
+    plans = {"large_share": server(9.5, 47.8), "large_kv": server(45.0, 27.9)}
+    assert together(plans, 79.6, ["large_share", "large_kv"]) is None
+    why = together(plans, 79.6, ["large_kv", "large_share"])
+    assert why == ("large_share, started after large_kv (45.0 GiB held), asks at its start for its share 47.8 GiB "
+                   "free: 34.6 GiB of the GPU's 79.6 GiB are")
+    assert "2 of the 2 servers, held at once in their start order, take a 50.5 + b 50.5 = 101.0 GiB: over" in \
+        together({"a": server(50.5, 10), "b": server(50.5, 10)}, 79.6, ["a", "b"])
+
+
+def test_shares_summing_over_095_are_refused_before_any_start(tmp_path):
+    overlay = tmp_path / "shares.yaml"
+    overlay.write_text(yaml.safe_dump({"experiments": {"study_phi4_rounds_l4kv": {
+        "server": {"args": {"gpu_memory_utilization": 0.3}}}}}))
+    got = plan("config/config.yaml", "config/studies/phi4-steady-gpu.yaml", "config/studies/rounds-gpu.yaml",
+               str(overlay), "--gpu", "NVIDIA H200", "--gpus", "1")
+    assert got.returncode == 1, got.stdout
+    assert "summing to at most 0.95 (now [0.3, 0.3, 0.3, 0.3, 0.3])" in got.stderr

@@ -189,3 +189,33 @@ def summary(config: dict, decision: Decision, preview: bool = False) -> list[str
                 f"{decision.box} would leave out {len(left)}:", *(f"  {line}" for line in left)]
     return [f"on {decision.box}: runs {len(kept)} experiment(s), {sessions} server point(s); leaves out {len(left)}:",
             *(f"  {line}" for line in left)]
+
+
+def profile_misfits(config: dict, gpu_model: str | None) -> list[str]:
+    """A cluster's preview (a dry run whose profile names the GPU jobs' `gpu_model`, with
+    `run_what_fits` off): each server point that will not fit one such GPU, and the setting
+    that leaves them out. The number of GPUs a node has is the cluster's: not checked here."""
+    from servelab.fetch.capacity import gpu_memory_mib, point_plan
+
+    named = "gpu_here" if config.get("gpu_here") else "the profile's gpu_model"
+    gpu_model = config.get("gpu_here") or gpu_model   # the card named exactly, over the profile's gres type
+    if not gpu_model or config.get("device", "gpu") != "gpu" or config.get("run_what_fits"):
+        return []
+    mib = gpu_memory_mib(gpu_model)
+    if mib is None:
+        return [f"{named} {gpu_model!r} is not in resources/gpus.yaml: no point was planned against "
+                f"it (add its memory_mib there, or run `servelab plan --gpu NAME`)"]
+    gib = mib / 1024
+    misfits = []
+    for name in enabled_experiments(config):
+        exp = config["experiments"][name]
+        for sp, knobs in server_points(exp).items():
+            plan = point_plan(config, exp, knobs, gpu_model, memory_gib=gib)
+            if plan is not None and not plan.fits:
+                misfits.append(f"  {name} [{sp}]: {plan.why}")
+    if not misfits:
+        return [f"every server point fits one GPU ({named} {gpu_model!r}, planned as {gib:.1f} GiB)"]
+    return [f"{len(misfits)} server point(s) will not fit one GPU ({named} {gpu_model!r}, planned "
+            f"as {gib:.1f} GiB by resources/gpus.yaml) and would be submitted to fail:", *misfits,
+            f"leave them out: --config run_what_fits=true 'gpu_here={gpu_model}' gpus_here=N (N: the GPUs of a "
+            f"node); or name the card exactly as the plan should read it (e.g. gpu_here='NVIDIA A100-SXM4-80GB')"]

@@ -70,7 +70,27 @@ def test_slurm_profile_dry_run_lists_every_experiment_with_its_gpus(tmp_path, co
             assert "gpu" not in job["resources"] and job["resources"]["slurm_partition"] == "gpu"
         elif job["rule"] != "session":
             assert "gpu" not in job["resources"] and job["resources"].get("slurm_partition", "cpu") == "cpu"
+    # the preview names each point that will not fit the profile's GPU (a100: the 40 GB card)
+    # and the one setting that leaves them out
+    preview = [line for line in proc.stderr.splitlines() if line.startswith("servelab preview:")]
+    assert "server point(s) will not fit one GPU (the profile's gpu_model 'a100', planned as 40.0 GiB" in preview[0]
+    named = {re.match(r"servelab preview:   (\w+) \[", line).group(1) for line in preview[1:-1]}
+    assert named == {"week06", "week09", "week09_dp", "week14", "week15_multiturn", "week16_sglang"}
+    assert "--config run_what_fits=true 'gpu_here=a100' gpus_here=N" in preview[-1]
     print(f"\ndry run of {len(course_config['experiments'])} experiments, {len(jobs)} jobs: {took:.2f}s")
+
+
+def test_the_slurm_preview_plans_the_card_named_and_leaves_out_what_does_not_fit(tmp_path):
+    work = make_workdir(tmp_path / "wf")
+    h100 = snakemake(work, "--profile", "slurm", "-n", "--config", "gpu_here=NVIDIA H100 80GB HBM3")
+    preview = [line for line in h100.stderr.splitlines() if line.startswith("servelab preview:")]
+    assert preview == ["servelab preview: every server point fits one GPU (gpu_here 'NVIDIA H100 80GB HBM3', planned "
+                       "as 79.6 GiB)"]
+    fitted = snakemake(work, "--profile", "slurm", "-n", "--config", "run_what_fits=true", "gpu_here=a100",
+                       "gpus_here=4")
+    sessions = {(j["wildcards"]["experiment"]) for j in dry_run_jobs(fitted.stdout) if j["rule"] == "session"}
+    assert not {"week06", "week09", "week14"} & sessions and "week01" in sessions
+    assert "servelab preview:" not in fitted.stderr
 
 
 def test_gpus_needed_multiplies_parallel_sizes():

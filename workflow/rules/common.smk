@@ -22,6 +22,21 @@ from servelab.config import workloads
 from servelab.run import timing
 from servelab.engines import zygote
 
+def profile_gpu_model(workflow):
+    """The GPU jobs' `gpu_model` as the profile sets it (profiles/slurm: set-resources.session), if any."""
+    settings = workflow.resource_settings
+    for resources in (settings.overwrite_resources.get("session"), settings.default_resources):
+        value = None
+        try:
+            value = resources.get("gpu_model") if hasattr(resources, "get") else None
+        except (KeyError, TypeError):
+            pass
+        value = getattr(value, "raw", value)   # as written (a Resource's value is evaluated only in a rule)
+        if isinstance(value, str) and value:
+            return value.strip("'\"")
+    return None
+
+
 cross_checks.drop_nulled_sections(config)
 workloads.rooted_traces(config, Path(workflow.main_snakefile).parent)
 validate(config, "../../config/schema.yaml")
@@ -34,6 +49,10 @@ LEFT_OUT = box_fit.fit(config, workflow.is_main_process, preview=PREVIEW)
 if workflow.is_main_process and LEFT_OUT is not None:
     for line in box_fit.summary(config, LEFT_OUT, PREVIEW):
         print(f"servelab run-what-fits: {line}", file=sys.stderr)
+if workflow.is_main_process and PREVIEW and LEFT_OUT is None:
+    # a cluster's preview: what will not fit the profile's GPU model, and how to leave it out
+    for line in box_fit.profile_misfits(config, profile_gpu_model(workflow)):
+        print(f"servelab preview: {line}", file=sys.stderr)
 if workflow.is_main_process:
     # before any job: which experiments need a package this environment lacks, and which
     # packages every engine process would compile again (not in jobs)

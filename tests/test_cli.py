@@ -33,7 +33,7 @@ def test_validate_refuses_impossible_values_by_key_path(tmp_path):
         overlay.write_text(f"experiments:\n  week01:\n    server:\n      args: {{{knob}: 0}}\n")
         run = servelab("validate", "config/config.yaml", str(overlay))
         assert run.returncode == 1, run.stdout + run.stderr
-        assert f"experiments.week01.server.args.{knob}: 0 is less than the minimum of 1" in run.stderr
+        assert f"experiments.week01.server.args.{knob}: 0 is not allowed: give a whole number >= 1" in run.stderr
     # a cross-check the schema cannot express: an experiment `run` does not know
     overlay = tmp_path / "run.yaml"
     overlay.write_text("run: [week99]\n")

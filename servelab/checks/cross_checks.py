@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sys
 
+import difflib
 import hashlib
 import json
 import re
@@ -198,7 +199,10 @@ def figure_problems(config: dict, name: str, exp: dict, where: str) -> list[str]
         for key, col in [("x", spec["x"]), *(("y", y) for y in ys),
                          *((k, spec[k]) for k in ("hue", "col", "size") if k in spec)]:
             if col not in columns and not col.startswith(prefixes or ("\0",)):
-                problems.append(f"{where}.figures.{fig}.{key}: unknown column {col!r}")
+                near = difflib.get_close_matches(col, sorted(columns), n=3, cutoff=0.6)
+                problems.append(f"{where}.figures.{fig}.{key}: unknown column {col!r}"
+                                + (f"; did you mean {' or '.join(near)}?" if near else "")
+                                + " (the table's columns: docs/columns.md)")
     return problems
 
 

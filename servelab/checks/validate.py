@@ -216,15 +216,12 @@ def schema_problems(config: dict) -> list[str]:
     """Every place the config breaks config/schema.yaml, each named by its key path (the
     workflow's own check stops at the first); none: the schema's defaults filled in, as
     the workflow fills them."""
-    import jsonschema
-    import yaml
     from snakemake.utils import validate as snakemake_validate
 
-    schema = yaml.safe_load(SCHEMA.read_text())
-    validator = jsonschema.validators.validator_for(schema)(schema)
-    errors = sorted(validator.iter_errors(config), key=lambda e: [str(p) for p in e.absolute_path])
-    if errors:
-        return [f"{'.'.join(map(str, e.absolute_path)) or '(top level)'}: {e.message}" for e in errors]
+    from servelab.config import schema_errors
+
+    if found := schema_errors.problems(config):
+        return found
     snakemake_validate(config, str(SCHEMA))
     return []
 

@@ -111,7 +111,7 @@ def test_snakemake_stops_before_any_job_on_a_bad_key(tmp_path):
     proc = snakemake(work, "--profile", "profiles/local", "--configfile", "config/config.yaml",
                      "config/local.yaml", "bad.yaml", "-n", check=False)
     assert proc.returncode != 0
-    assert "'typo_knob' was unexpected" in proc.stderr + proc.stdout
+    assert "experiments.week01: unknown key 'typo_knob'" in proc.stderr + proc.stdout
     assert not (work / "results").exists() and not (work / "resources/models").exists()
 
 

@@ -18,7 +18,7 @@ from servelab.serve import failure
 from servelab.config import experiments as ex
 from servelab.checks import preflight
 from servelab.config import engine_groups
-from servelab.config import workloads
+from servelab.config import schema_errors, workloads
 from servelab.run import timing
 from servelab.engines import zygote
 
@@ -39,7 +39,11 @@ def profile_gpu_model(workflow):
 
 cross_checks.drop_nulled_sections(config)
 workloads.rooted_traces(config, Path(workflow.main_snakefile).parent)
-validate(config, "../../config/schema.yaml")
+# every schema error a line: its key path, what is allowed, the nearest names (Snakemake's
+# own message stops at the first and adds the whole schema)
+if CONFIG_ERRORS := schema_errors.problems(config):
+    raise cross_checks.ConfigError("\n".join(["config/schema.yaml refuses the config:", *CONFIG_ERRORS]))
+validate(config, "../../config/schema.yaml")   # fills the schema's defaults
 cross_checks.check(config)
 # run_what_fits: what this box cannot run leaves the config here, one line each
 # a dry run with no box given (gpus_here) previews the whole DAG and names what this box

@@ -72,7 +72,18 @@ def held_column(base: pd.Series, other: pd.Series, metric: str) -> tuple[str, st
     """The column a comparison reads, and its window: the held window's figure where both
     points held their load (servelab.search.steady_window), else the whole run's."""
     steady = f"steady_{metric}"
-    if all(row.get("window") == "steady" and not pd.isna(row.get(steady)) for row in (base, other)):
+
+    def held(row: pd.Series) -> bool:
+        """Its figure over the held window, and, where repeated, over the held window of
+        every repeat (else the interval, or the pairing, would have fewer repeats than said)."""
+        if row.get("window") != "steady" or pd.isna(row.get(steady)) or int(row.get("repeats") or 1) < 2:
+            return row.get("window") == "steady" and not pd.isna(row.get(steady))
+        if in_rounds(base, other):
+            values = paired.parse(row.get(f"{steady}_by_round"))
+            return len(values) >= 2 and None not in values
+        return not pd.isna(row.get(f"{steady}_ci95"))
+
+    if held(base) and held(other):
         return steady, "steady"
     return metric, "whole run"
 

@@ -101,3 +101,19 @@ def test_equal_and_unknown_read_apart():
     # the 90 % interval lies inside the 95 % one
     t = verdict["tight"]
     assert t["ci95_low_pct"] < t["ci90_low_pct"] < t["ci90_high_pct"] < t["ci95_high_pct"]
+
+
+def test_the_held_window_is_read_only_where_every_repeat_held_it():
+    """A point whose held window has no interval (a repeat did not hold its load) is compared
+    over the whole run, not called "not measured twice" with three repeats on each side."""
+    base, other = row("baseline", 4, [100.0, 102.0, 98.0], [500.0, 505.0, 495.0]), \
+        row("seqs4", 4, [150.0, 151.0, 149.0], [400.0, 402.0, 398.0])
+    for r in (base, other):
+        r.update(window="steady", steady_output_throughput_tps=r["output_throughput_tps"])
+    other["steady_output_throughput_tps_ci95"] = 4.0   # the baseline's held window lacks one
+    got = comparisons.compare(pd.DataFrame([base, other]), ["request_rate"]).set_index("metric")
+    assert got.loc["output_throughput_tps", "window"] == "whole run"
+    assert got.loc["output_throughput_tps", "verdict"] == "worse"
+    base["steady_output_throughput_tps_ci95"] = 5.0
+    again = comparisons.compare(pd.DataFrame([base, other]), ["request_rate"]).set_index("metric")
+    assert again.loc["output_throughput_tps", "window"] == "steady"

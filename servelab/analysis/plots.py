@@ -71,6 +71,22 @@ def is_nominal(values: pd.Series) -> bool:
     return bool(numeric.isna().any())
 
 
+# an axis spanning less than this fraction of its top starts at 0
+ZOOM_FLOOR = 0.05
+
+
+def window_note(df: pd.DataFrame, spec: dict) -> list[str]:
+    """Which window the figure's y reads, where the table has both: comparisons.csv reads the
+    held window where every repeat held its load, so a whole-run figure says so."""
+    ys = spec_ys(spec)
+    if all(y.startswith("steady_") for y in ys):
+        return ["y: over the held window (where the load held), as comparisons.csv reads it"]
+    if any(f"steady_{y}" in df.columns and df[f"steady_{y}"].notna().any() for y in ys):
+        return ["y: over the whole run, ramps included; comparisons.csv reads the held window where every repeat "
+                "held its load (steady_* columns)"]
+    return []
+
+
 def from_zero(spec: dict) -> bool:
     """Throughputs (and other rates) read against zero, never against a cropped axis."""
     ys = spec["y"] if isinstance(spec["y"], list) else [spec["y"]]
@@ -227,8 +243,8 @@ def build(df: pd.DataFrame, spec: dict, name: str = "figure"):
     if "valid" in data.columns and (~data["valid"].astype(bool)).any():
         mark_invalid(axes, data[~data["valid"].astype(bool)], spec, x, order)
     grid.figure.suptitle(wrapped(spec.get("title", name), 70), y=1.02)
-    marks_and_footer(grid.figure, axes, hardware_footer(df), [f"not drawn (no {x}): {', '.join(unplaced)}"]
-                     if unplaced else [])
+    marks_and_footer(grid.figure, axes, hardware_footer(df), window_note(df, spec) +
+                     ([f"not drawn (no {x}): {', '.join(unplaced)}"] if unplaced else []))
     return grid.figure
 
 
@@ -318,7 +334,10 @@ def mark_measured(ax, sub: pd.DataFrame, xs, spec: dict, order: list | None) -> 
     if some.any():
         ax.scatter(xs[some], sub["_y"][some], s=220, facecolors="none", edgecolors="darkorange",
                    linewidths=1.0, linestyles=":", zorder=6, label=MARK_LABELS[2])
-    if from_zero(spec):
+    bottom, top = ax.get_ylim()
+    if from_zero(spec) or (bottom > 0 and top - bottom < ZOOM_FLOOR * top):
+        # a throughput, or an axis so zoomed that noise would look like a difference
+        # (peak memory 2.9675-2.9724 GiB filled a figure): from 0
         ax.set_ylim(bottom=0)
     elif sub["_y"].min() >= 0 and ax.get_ylim()[0] < 0:
         # nothing measured is below 0 (an exact match of 0.0 from random weights drew an

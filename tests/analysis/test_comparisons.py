@@ -117,3 +117,23 @@ def test_the_held_window_is_read_only_where_every_repeat_held_it():
     base["steady_output_throughput_tps_ci95"] = 5.0
     again = comparisons.compare(pd.DataFrame([base, other]), ["request_rate"]).set_index("metric")
     assert again.loc["output_throughput_tps", "window"] == "steady"
+
+
+def test_the_figure_draws_no_empty_panel_no_zero_width_interval_and_keeps_extremes_readable():
+    import matplotlib.pyplot as plt
+
+    none = comparison_plot.figure(comparisons.compare(pd.DataFrame([row("a", 1, [1.0], [1.0])]), []), "Week 4")
+    assert not any(ax.get_visible() and ax.axison for ax in none.axes)
+    assert any("No comparison" in t.get_text() for ax in none.axes for t in ax.texts)
+    plt.close(none)
+    table = pd.DataFrame([row("baseline", 4, [100.0, 102.0, 98.0], [500.0, 505.0, 495.0]),
+                          row("slow", 4, [150000.0, 152000.0, 149000.0], [400.0, 402.0, 398.0]),
+                          row("once", 4, [100.0], [510.0])])
+    fig = comparison_plot.figure(comparisons.compare(table, ["request_rate"]), "Week 10")
+    ttft, tps = fig.axes[0], fig.axes[1]
+    assert ttft.get_yscale() == "symlog" and tps.get_yscale() == "linear"   # +150,000 % beside -20 %
+    # one interval drawn (slow's); the point measured once gets none, not a zero-width bar
+    caps = [c for c in tps.containers if type(c).__name__ == "ErrorbarContainer"]
+    assert len(caps) == 1 and len(caps[0].lines[2][0].get_segments()) == 1
+    assert "whole run" in tps.get_title() and "each configuration against 'baseline'" in fig._suptitle.get_text()
+    plt.close(fig)

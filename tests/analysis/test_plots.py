@@ -214,3 +214,24 @@ def test_a_point_most_repeats_warned_is_ringed_and_one_a_single_repeat_warned_is
     seen.clear()
     plots.draw(rows.drop(columns="warned_repeats"), {**SPEC, "y": "ttft_p50_ms"}, tmp_path / "g.png")
     assert [xs for label, xs, _ in seen if label == plots.MARK_LABELS[1]] == [[0, 1]]
+
+
+def test_a_nearly_flat_axis_starts_at_zero_and_a_whole_run_figure_says_its_window():
+    import matplotlib.pyplot as plt
+
+    memory = pd.DataFrame({"server_point": ["a", "b", "c"], "peak_gpu_mem_gib": [2.9675, 2.9724, 2.9700],
+                           "output_throughput_tps": [100.0, 120.0, 110.0],
+                           "steady_output_throughput_tps": [130.0, 150.0, 140.0]})
+    spec = {"x": "server_point", "y": "peak_gpu_mem_gib", "xlabel": "Configuration", "ylabel": "Peak memory (GiB)",
+            "kind": "scatter"}
+    fig = plots.build(memory, spec)
+    assert fig.axes[0].get_ylim()[0] == 0   # 0.16 % does not fill the figure
+    assert not any("window" in t.get_text() for t in fig.texts)
+    plt.close(fig)
+    fig = plots.build(memory, {**spec, "y": "output_throughput_tps", "ylabel": "Output throughput (tokens/s)"})
+    assert any("y: over the whole run, ramps included; comparisons.csv reads the held window" in t.get_text()
+               for t in fig.texts)
+    plt.close(fig)
+    ttft = plots.build(table(), SPEC)
+    assert ttft.axes[0].get_ylim()[0] < 20   # a spread of 20-250 ms keeps its own axis
+    plt.close(ttft)

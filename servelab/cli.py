@@ -76,11 +76,23 @@ def benchmarks() -> list[str]:
     return sorted(p.stem for p in BENCHMARKS.glob("*.py")) if BENCHMARKS.is_dir() else []
 
 
+def what_it_measures(name: str) -> str:
+    """A benchmark's first docstring sentence, read without running it."""
+    import ast
+
+    doc = ast.get_docstring(ast.parse((BENCHMARKS / f"{name}.py").read_text())) or ""
+    first = " ".join(doc.strip().split("\n\n")[0].split()).removeprefix("Benchmark: ")
+    first = first.split(". ")[0].rstrip(".")
+    return first if len(first) <= 100 else first[:97] + "..."
+
+
 def bench(rest: list[str]) -> int:
     names = benchmarks()
     if not rest or rest[0] in ("-h", "--help"):
-        print("usage: servelab bench NAME [ARGS ...]\n\nA benchmark that prints figures (tests/benchmarks/NAME.py)."
-              f"\n\nNAME: {', '.join(names) or '(none: tests/benchmarks/ is in a checkout of the repository)'}")
+        listed = "\n".join(f"  {n:<28} {what_it_measures(n)}" for n in names) or \
+            "  (none: tests/benchmarks/ is in a checkout of the repository)"
+        print("usage: servelab bench NAME [ARGS ...]\n\nA benchmark that prints figures (tests/benchmarks/NAME.py; "
+              f"`servelab bench NAME --help` for its arguments).\n\nNAME:\n{listed}")
         return 0 if rest else 2
     if rest[0] not in names:
         print(f"servelab bench: unknown benchmark {rest[0]!r} (known: {', '.join(names) or 'none'})", file=sys.stderr)

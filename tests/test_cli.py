@@ -22,7 +22,8 @@ def test_help_lists_every_command_and_each_has_its_own_help():
         own = servelab(name, "--help")
         assert own.returncode == 0, own.stderr
         assert own.stdout.startswith(f"usage: servelab {name}"), own.stdout[:200]
-    assert "week01_overhead" in servelab("bench", "--help").stdout
+    listed = servelab("bench", "--help").stdout
+    assert "week01_overhead              pipeline overhead of the embedded week 1 sweep" in listed
     wrong = servelab("nope")
     assert wrong.returncode == 2 and "invalid choice: 'nope'" in wrong.stderr
 
@@ -46,3 +47,21 @@ def test_validate_refuses_impossible_values_by_key_path(tmp_path):
 def test_the_console_script_is_declared():
     text = (REPO / "pyproject.toml").read_text()
     assert 'servelab = "servelab.cli:main"' in text
+
+
+def test_every_option_of_the_user_commands_says_what_it_is():
+    import re
+
+    for args in (("archive", "verify"), ("export",), ("import",), ("plan",), ("preflight",)):
+        text = servelab(*args, "--help").stdout
+        assert text.startswith(f"usage: servelab {' '.join(args)}"), text[:200]
+        assert len(text.split("\n\n")) >= 3, text   # usage, a description, the arguments
+        # each argument line (two spaces, then its name) is followed by its words on that line or the next
+        lines = text.splitlines()
+        for i, line in enumerate(lines):
+            if re.match(r"^  \S", line) and not line.strip().startswith("-h,"):
+                after = lines[i + 1] if i + 1 < len(lines) else ""
+                own = line.strip().split("  ", 1)[1:] or [after if re.match(r"^ {8,}[^ -]", after) else ""]
+                assert own[0].strip(), f"servelab {' '.join(args)}: {line.strip()!r} has no help"
+    for args in (("plan",), ("preflight",)):
+        assert "(default: config/config.yaml)" in " ".join(servelab(*args, "--help").stdout.split())

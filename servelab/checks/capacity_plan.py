@@ -116,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(prog="servelab plan", description=__doc__.split("\n\n")[0])
     parser.add_argument("configs", nargs="*", default=["config/config.yaml"], metavar="CONFIG",
-                        help="config/config.yaml, then overlays, merged in order")
+                        help="config/config.yaml, then overlays, merged in order (default: config/config.yaml)")
     parser.add_argument("--gpu", help="the GPU's name as nvidia-smi gives it, e.g. 'NVIDIA H100 80GB HBM3'")
     parser.add_argument("--gpus", type=int, help="GPUs on the machine (default: nvidia-smi's count, else no limit)")
     parser.add_argument("--profile", help="a SLURM profile directory whose gpu_model names the GPU")

@@ -160,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(prog="servelab preflight", description=main.__doc__)
     parser.add_argument("configs", nargs="*", default=["config/config.yaml"], metavar="CONFIG",
-                        help="config/config.yaml, then overlays, merged in order")
+                        help="config/config.yaml, then overlays, merged in order (default: config/config.yaml)")
     config: dict = {}
     for path in parser.parse_args(argv).configs:
         update_config(config, yaml.safe_load(open(path)))

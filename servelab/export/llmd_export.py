@@ -141,7 +141,8 @@ def export(results_dir: str | Path, out: str | Path) -> dict[str, int]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="servelab export", description=__doc__.split("\n\n")[0])
     parser.add_argument("results_dir", type=Path, help="results/EXP (one experiment) or results/ (each one)")
-    parser.add_argument("--format", choices=FORMATS, default=FORMATS[0])
+    parser.add_argument("--format", choices=FORMATS, default=FORMATS[0],
+                        help=f"the report format and its schema version (default {FORMATS[0]}: llm-d-benchmark's)")
     parser.add_argument("--out", type=Path, required=True, help="a new folder, or one an earlier export made (replaced whole)")
     args = parser.parse_args(argv)
     try:

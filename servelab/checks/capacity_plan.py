@@ -93,7 +93,8 @@ def plan_lines(config: dict, memory: tuple[str, float, str, int | None]) -> tupl
             elif exp.get("rounds") and device == "gpu":
                 up_at_once[sp] = plan
         shares = [knobs.get("gpu_memory_utilization") for knobs in server_points(exp).values()]
-        if up_at_once and (why := shares_problem(shares) if exp["engine"] == "vllm" else None):
+        shared_by_fraction = not facts.of(exp["engine"]).static_memory_fraction   # a share each: vLLM's rule
+        if up_at_once and shared_by_fraction and (why := shares_problem(shares)):
             lines.append(f"{exp_name}{ROUNDS_LINE}DO NOT FIT TOGETHER: {why}")
             refused.append(f"{exp_name}{ROUNDS_LINE}{why}")
         elif len(up_at_once) > 1 and (why := capacity.together(up_at_once, gib, first_order(exp, up_at_once))):

@@ -9,7 +9,8 @@ from pathlib import Path
 
 from servelab.config.experiments import bench_knobs, point_id
 from servelab.engines import commands, offline_plan, server_log
-from servelab.serve import conditions, failure, monitors
+from servelab import machine
+from servelab.serve import conditions, failure, monitors, point_record
 from servelab.serve.launch import Guest, Launch, guest_launch, hold_gpus, log, start_knobs
 from servelab.serve.peak_memory import PeakMemory
 from servelab.serve.point_identity import knobs_swept
@@ -67,7 +68,9 @@ def measure_offline(launch: Launch, missing: list[Point], guests: list[Guest] = 
         with runner:
             hold_gpus(launch, [runner])   # a pre-started runner's turn on the GPU
             with gpu, PeakMemory([runner.proc.pid], launch.env) as memory, \
-                    conditions.OutsideLoad([runner.proc.pid], launch.env) as outside:
+                    conditions.OutsideLoad([runner.proc.pid], launch.env) as outside, \
+                    (offline_recorder(launch, runner) if spec.setting("record_conditions")
+                     else contextlib.nullcontext()) as timeline:
                 log(f"{len(points)} point(s) in one {spec.engine} {spec.tool} process (log {runner.log})")
                 while True:
                     code = runner.proc.poll()   # before reading: all it wrote before exiting is read
@@ -78,7 +81,8 @@ def measure_offline(launch: Launch, missing: list[Point], guests: list[Guest] = 
                             reported.add(outcome["key"])
                             done += 1
                             record_offline(points[outcome["key"]], outcome, runner, cmd,
-                                           measured={**memory.result(), "outside": outside.lap()}, progress=f"[{done}/{total}]")
+                                           measured={**memory.result(), "outside": outside.lap()}, progress=f"[{done}/{total}]",
+                                           conditions_record=timeline.lap() if timeline is not None else None)
                             memory.reset()
                     # all reported: stop it now (a profiler wrapping it must see it exit on its own)
                     if code is not None or (len(reported) == len(points) and not spec.monitors.get("wrap")):
@@ -138,11 +142,21 @@ def offline_file_name(knobs: dict, identity: dict, spec: SessionSpec) -> str:
     return point_id(knobs_swept(knobs, spec)) + (f"-repeat{identity['repeat']}" if "repeat" in identity else "")
 
 
+def offline_recorder(launch: Launch, runner: Server) -> point_record.PointRecord:
+    """The record of conditions of the runner's points, lap by lap (a point: from the last
+    report to its own; the first holds the engine's start): the CPU of its processes by role
+    (the runner itself, and the engine's own processes where it spawns them), the machine's,
+    and on a GPU NVML's figures. No /metrics: no server."""
+    return point_record.PointRecord([], [runner.proc.pid], launch.engine.process_roles, {},
+                                    machine.visible_indices(launch.env), default_role=point_record.OFFLINE_RUNNER)
+
+
 def record_offline(point: tuple, outcome: dict, runner: Server, runner_cmd: list[str], *, measured: dict,
-                   progress: str) -> None:
+                   progress: str, conditions_record: dict | None = None) -> None:
     """Store one point the runner reported, in the store of the session it belongs to: its
     engine start (when it paid one) is that session's start-up time, its benchmark the
-    point's time; `measured`: its peak memory and the load from outside over it."""
+    point's time; `measured`: its peak memory and the load from outside over it;
+    `conditions_record`: its record of conditions (point_record)."""
     launch, key, knobs, identity, raw, _, standalone = point
     spec = launch.spec
     engine_start_s = outcome.get("engine_start_s", 0.0)
@@ -161,7 +175,11 @@ def record_offline(point: tuple, outcome: dict, runner: Server, runner_cmd: list
         launch.warmed({"num_prompts": warmed["num_warmups"], "completed": warmed["num_warmups"],
                        "by": "the benchmark's --num-warmups"})
     record = launch.record(key, identity, knobs, "", wall_s=outcome["wall_s"], extra={**measured, **extra})
-    launch.store.save(key, record, {"bench.json": raw})
+    files = {"bench.json": raw}
+    if conditions_record is not None:
+        files[point_record.FILE] = raw.with_suffix(".conditions.json.gz")
+        point_record.save(conditions_record, files[point_record.FILE])
+    launch.store.save(key, record, files)
     owner = f"{spec.experiment}/" if launch.shared_from else ""
     log(f"{progress} {owner}{name}: measured in {outcome['wall_s']:.1f}s"
         + (f" (engine start {engine_start_s:.1f}s)" if engine_start_s else " (engine reused)"))

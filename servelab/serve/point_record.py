@@ -38,8 +38,11 @@ REWALK = 5   # ticks between walks of /proc for the servers' processes
 API_SERVER = "API server"
 
 
-def role_of(title: str, roles: dict[str, str]) -> str:
-    return next((role for prefix, role in roles.items() if title.startswith(prefix)), API_SERVER)
+OFFLINE_RUNNER = "offline runner"   # an offline benchmark's own process (the engine built inside it)
+
+
+def role_of(title: str, roles: dict[str, str], default: str = API_SERVER) -> str:
+    return next((role for prefix, role in roles.items() if title.startswith(prefix)), default)
 
 
 def process_cpu_s(pid: int) -> float | None:
@@ -131,8 +134,10 @@ class PointRecord:
 
     def __init__(self, metrics_urls: list[str], pgids: list[int], roles: dict[str, str], names: dict[str, str],
                  visible_gpus: set[int] | None, client=None, interval_s: float | None = None,
-                 metrics_every: int | None = None):
+                 metrics_every: int | None = None, default_role: str = API_SERVER):
         self.urls, self.pgids, self.roles, self.names, self.client = metrics_urls, pgids, roles, names, client
+        self.default_role = default_role   # a process no engine role names: a server's API server
+        self.lap_from = 0
         nvml = Nvml(visible_gpus)
         self.nvml = nvml if nvml.handles else None
         self.interval_s = interval_s or (0.5 if self.nvml else 1.0)
@@ -181,7 +186,7 @@ class PointRecord:
                 continue
             key = (pid, title.split(" ")[0])
             seen[key] = cpu
-            role = role_of(title, self.roles)
+            role = role_of(title, self.roles, self.default_role)
             if key in self.last_cpu:
                 delta = max(cpu - self.last_cpu[key], 0.0)
                 used[role] = used.get(role, 0.0) + delta
@@ -242,9 +247,19 @@ class PointRecord:
         self.thread.join(timeout=10)
         self.tick(0)   # the last tick scrapes /metrics: every counter's end is kept
 
-    def result(self) -> dict:
-        return {"interval_s": self.interval_s, "roles": sorted({r for t in self.ticks for r in t["cpu_s"]}),
-                "gpu_count": len(self.nvml.handles) if self.nvml else 0, "ticks": self.ticks}
+    def result(self, ticks: list[dict] | None = None) -> dict:
+        ticks = self.ticks if ticks is None else ticks
+        return {"interval_s": self.interval_s, "roles": sorted({r for t in ticks for r in t["cpu_s"]}),
+                "gpu_count": len(self.nvml.handles) if self.nvml else 0, "ticks": ticks}
+
+    def lap(self) -> dict:
+        """The record since the last lap (one process measuring point after point: an
+        offline benchmark's runner), its times from the lap's first tick; the tick that
+        closes one lap opens the next."""
+        ticks = list(self.ticks[self.lap_from:])
+        self.lap_from = max(len(self.ticks) - 1, 0)
+        t0 = ticks[0]["t"] if ticks else 0.0
+        return self.result([{**t, "t": round(t["t"] - t0, 3)} for t in ticks])
 
 
 def save(record: dict, path: Path) -> None:

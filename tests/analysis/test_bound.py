@@ -62,9 +62,19 @@ def test_on_a_cpu_the_engine_core_computes():
     assert bound.decide(idle)[0] == "offered load"
 
 
-def test_an_offline_benchmark_says_it_was_not_recorded():
-    found, why = bound.decide({"completed": 40, "device": "cpu", "total_token_throughput_tps": 900.0})
-    assert found == "undetermined" and why.startswith("an offline benchmark")
+def test_an_offline_benchmark_gets_its_bound_from_its_process_record():
+    bare = {"completed": 40, "device": "cpu", "total_token_throughput_tps": 900.0}
+    found, why = bound.decide(bare)
+    assert found == "undetermined" and why.startswith("an offline benchmark recorded before")
+    found, why = bound.decide({**bare, "cpu_offline_runner_cores": 0.3, "cpu_engine_core_cores": 1.7,
+                               "machine_cores": 2})
+    assert found == "CPU compute" and why == ("the offline process computes the model: runner 0.30 core, "
+                                              "engine core 1.70 core of 2")
+    gpu = {**bare, "device": "gpu", "cpu_offline_runner_cores": 0.2, "cpu_engine_core_cores": 0.97}
+    assert bound.decide({**gpu, "gpu_sm_util_pct": 96.0})[0] == "GPU compute"
+    found, why = bound.decide({**gpu, "gpu_sm_util_pct": 55.0})
+    assert found == "engine core CPU" and "the GPU waits (SM 55 %)" in why
+    assert bound.decide({**gpu, "cpu_engine_core_cores": 0.4, "gpu_sm_util_pct": 55.0})[0] == "undetermined"
 
 
 def test_a_failed_point_has_no_bound():

@@ -233,3 +233,13 @@ def test_a_forked_offline_runners_start_up_counts_its_wait_for_a_new_zygote(tiny
     print(f"\nforked offline runner: start-up {timing['startup_s']:.1f} s (the zygote's imports included), "
           f"point {timing['points_s']:.1f} s, session wall {timing['wall_s']:.1f} s")
     assert timing["startup_s"] > 5 and unaccounted < 3, timing
+    # its one point recorded as a served one is: the runner's own CPU, by role (issue 90)
+    from servelab.analysis import bound
+    from servelab.raw_result import read_conditions
+    from servelab.serve.point_record import OFFLINE_RUNNER
+
+    conditions = read_conditions(tmp_path / "store" / record["key"])
+    assert conditions is not None and OFFLINE_RUNNER in conditions["roles"], conditions and conditions["roles"]
+    found = bound.summary(conditions)
+    assert found["cpu_offline_runner_cores"] > 0.2, found
+    assert bound.decide({"completed": 1, "device": "cpu", **found})[0] == "CPU compute"

@@ -148,7 +148,8 @@ def offline_recorder(launch: Launch, runner: Server) -> point_record.PointRecord
     (the runner itself, and the engine's own processes where it spawns them), the machine's,
     and on a GPU NVML's figures. No /metrics: no server."""
     return point_record.PointRecord([], [runner.proc.pid], launch.engine.process_roles, {},
-                                    machine.visible_indices(launch.env), default_role=point_record.OFFLINE_RUNNER)
+                                    machine.visible_indices(launch.env), interval_s=0.5,
+                                    default_role=point_record.OFFLINE_RUNNER)
 
 
 def record_offline(point: tuple, outcome: dict, runner: Server, runner_cmd: list[str], *, measured: dict,

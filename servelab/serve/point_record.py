@@ -151,6 +151,7 @@ class PointRecord:
         self.known: dict[int, str] = {}
         self.known_at = -1
         self.stop_event = threading.Event()
+        self.ticking = threading.Lock()   # a lap's closing tick beside the loop's
         self.thread = threading.Thread(target=self.loop, daemon=True)
 
     def client_cpu_s(self) -> float:
@@ -213,6 +214,10 @@ class PointRecord:
         return None if before is None else {k: round(now[k] - before[k], 3) for k in now}
 
     def tick(self, n: int) -> None:
+        with self.ticking:
+            self.tick_now(n)
+
+    def tick_now(self, n: int) -> None:
         t = time.monotonic()
         used, top, waited = self.cpu_by_role()
         row = {"t": round(t - self.started, 3), "cpu_s": {r: round(v, 4) for r, v in used.items()},
@@ -256,6 +261,7 @@ class PointRecord:
         """The record since the last lap (one process measuring point after point: an
         offline benchmark's runner), its times from the lap's first tick; the tick that
         closes one lap opens the next."""
+        self.tick(0)   # its end, now: a point shorter than a tick still has a first and a last
         ticks = list(self.ticks[self.lap_from:])
         self.lap_from = max(len(self.ticks) - 1, 0)
         t0 = ticks[0]["t"] if ticks else 0.0

@@ -11,7 +11,7 @@ with `run_plan`. Points whose engine configuration equals the previous point's r
 engine (`EngineCache`); a new configuration closes the old engine first. Each point's
 outcome is appended to a status file as one JSON line as soon as it is known:
 
-    {"key": K, "wall_s": 3.1, "engine_start_s": 0.0}            measured
+    {"key": K, "wall_s": 3.1, "engine_start_s": 0.0, "span": [T0, T1]}   measured (span: monotonic)
     {"key": K, "error": "ValueError: ...", "engine_start_s": 41.2}  failed (kept as data)
 
 `wall_s` is the benchmark's own time: the engine start, when this point paid it, is
@@ -116,6 +116,10 @@ def run_plan(points: list[dict], status_path: str | Path, cache: EngineCache,
             else:
                 outcome["wall_s"] = round(time.monotonic() - started - cache.start_s, 3)
             outcome["engine_start_s"] = round(cache.start_s + imports_s, 3)
+            # the point's span on the machine's monotonic clock (one clock for every process),
+            # after the engine's build where it paid one (the build comes first): its record of
+            # conditions is cut to it (servelab.serve.offline_session)
+            outcome["span"] = [round(started + cache.start_s, 3), round(time.monotonic(), 3)]
             status.write(json.dumps(outcome) + "\n")
             status.flush()
             sys.stdout.flush()

@@ -82,7 +82,8 @@ def measure_offline(launch: Launch, missing: list[Point], guests: list[Guest] = 
                             done += 1
                             record_offline(points[outcome["key"]], outcome, runner, cmd,
                                            measured={**memory.result(), "outside": outside.lap()}, progress=f"[{done}/{total}]",
-                                           conditions_record=timeline.lap() if timeline is not None else None)
+                                           conditions_record=timeline.lap(outcome.get("span"))
+                                           if timeline is not None else None)
                             memory.reset()
                     # all reported: stop it now (a profiler wrapping it must see it exit on its own)
                     if code is not None or (len(reported) == len(points) and not spec.monitors.get("wrap")):
@@ -149,7 +150,9 @@ def offline_recorder(launch: Launch, runner: Server) -> point_record.PointRecord
     and on a GPU NVML's figures. No /metrics: no server."""
     return point_record.PointRecord([], [runner.proc.pid], launch.engine.process_roles, {},
                                     machine.visible_indices(launch.env), interval_s=0.5,
-                                    default_role=point_record.OFFLINE_RUNNER)
+                                    default_role=point_record.OFFLINE_RUNNER,
+                                    rewalk=1)   # no client in this process to hold the GIL from; the
+                                                # engine's processes appear with its build
 
 
 def record_offline(point: tuple, outcome: dict, runner: Server, runner_cmd: list[str], *, measured: dict,

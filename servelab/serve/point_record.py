@@ -134,10 +134,11 @@ class PointRecord:
 
     def __init__(self, metrics_urls: list[str], pgids: list[int], roles: dict[str, str], names: dict[str, str],
                  visible_gpus: set[int] | None, client=None, interval_s: float | None = None,
-                 metrics_every: int | None = None, default_role: str = API_SERVER):
+                 metrics_every: int | None = None, default_role: str = API_SERVER, rewalk: int = REWALK):
         self.urls, self.pgids, self.roles, self.names, self.client = metrics_urls, pgids, roles, names, client
         self.default_role = default_role   # a process no engine role names: a server's API server
         self.lap_from = 0
+        self.rewalk = rewalk   # ticks between walks of /proc
         nvml = Nvml(visible_gpus)
         self.nvml = nvml if nvml.handles else None
         self.interval_s = interval_s or (0.5 if self.nvml else 1.0)
@@ -161,8 +162,8 @@ class PointRecord:
     def processes(self) -> dict[int, str]:
         """The servers' processes: /proc walked every REWALK ticks (a walk reads every
         process's stat; it holds the GIL the in-process client needs), else the last list."""
-        self.ticks_since_walk = getattr(self, "ticks_since_walk", REWALK)
-        if self.known_at < 0 or self.ticks_since_walk >= REWALK:
+        self.ticks_since_walk = getattr(self, "ticks_since_walk", self.rewalk)
+        if self.known_at < 0 or self.ticks_since_walk >= self.rewalk:
             self.known = {pid: title for pgid in self.pgids for pid, title in group_processes(pgid).items()}
             self.known_at, self.ticks_since_walk = 0, 0
         self.ticks_since_walk += 1
@@ -257,12 +258,19 @@ class PointRecord:
         return {"interval_s": self.interval_s, "roles": sorted({r for t in ticks for r in t["cpu_s"]}),
                 "gpu_count": len(self.nvml.handles) if self.nvml else 0, "ticks": ticks}
 
-    def lap(self) -> dict:
-        """The record since the last lap (one process measuring point after point: an
-        offline benchmark's runner), its times from the lap's first tick; the tick that
-        closes one lap opens the next."""
-        self.tick(0)   # its end, now: a point shorter than a tick still has a first and a last
-        ticks = list(self.ticks[self.lap_from:])
+    def lap(self, span: list[float] | None = None) -> dict:
+        """The record of one point of a process measuring point after point (an offline
+        benchmark's runner): over `span` (its start and end on the monotonic clock) where
+        given, the tick before it to the first after it; else since the last lap. Its times
+        count from its first tick."""
+        self.tick(0)   # now: a point shorter than a tick still has a first tick and a last
+        if span is not None:
+            at = [self.started + t["t"] for t in self.ticks]
+            first = max([i for i, a in enumerate(at) if a <= span[0]], default=0)
+            last = min([i for i, a in enumerate(at) if a >= span[1]], default=len(at) - 1)
+            ticks = list(self.ticks[first:last + 1])
+        else:
+            ticks = list(self.ticks[self.lap_from:])
         self.lap_from = max(len(self.ticks) - 1, 0)
         t0 = ticks[0]["t"] if ticks else 0.0
         return self.result([{**t, "t": round(t["t"] - t0, 3)} for t in ticks])

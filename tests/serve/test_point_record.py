@@ -143,3 +143,19 @@ def test_a_process_sharing_its_cpu_is_seen_waiting_for_it():
         for p in spinners:
             p.kill()
             p.wait()
+
+
+def test_a_lap_over_a_span_is_cut_from_the_tick_before_it_to_the_first_after_it():
+    """An offline runner reports its points after the fact, several at one read: each
+    point's record is cut to its own span on the monotonic clock, not to the read."""
+    import time as clock
+
+    from servelab.serve.point_record import PointRecord
+
+    rec = PointRecord([], [], {}, {}, None, interval_s=1.0)
+    rec.started = clock.monotonic() - 10
+    rec.ticks = [{"t": float(t), "cpu_s": {"offline runner": 0.5 * t}} for t in range(6)]
+    lap = rec.lap([rec.started + 1.5, rec.started + 3.5])
+    assert [t["t"] for t in lap["ticks"]] == [0.0, 1.0, 2.0, 3.0]   # ticks 1..4, from its first
+    assert [t["cpu_s"]["offline runner"] for t in lap["ticks"]] == [0.5, 1.0, 1.5, 2.0]
+    assert len(rec.lap()["ticks"]) == 2   # without a span: since the last lap (its closing tick on)

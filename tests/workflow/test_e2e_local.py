@@ -656,6 +656,9 @@ def test_every_served_point_has_a_record_and_a_bound_that_is_true_on_a_cpu(workd
         rows = table[table["valid"].astype(bool) & (table["ttft_mean_ms"].isna() if "ttft_mean_ms" in table
                                                     else True)]
         for row in rows.to_dict("records"):
+            if table_file.parent.name == "week04":   # record_conditions: false (first-run-sizes.yaml)
+                assert row["bound_evidence"].startswith("an offline benchmark recorded before"), row
+                continue
             offline += 1
             assert row["bound"] == "CPU compute", (table_file, row["bound_evidence"])
             assert row["bound_evidence"].startswith("the offline process computes the model"), row

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -64,8 +65,30 @@ def note_event(event: str) -> None:
             out.write(f"{os.environ.get('PYTEST_CURRENT_TEST', '-')}\t{event}\n")
 
 
+def ephemeral_low() -> int:
+    """The lowest port the kernel hands to outgoing connections (Linux's default 32768)."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+    """A port free now, below the kernel's ephemeral range: a server binds it only after its
+    imports (15-30 s on 2 cores), and an ephemeral port could meanwhile be taken by any
+    outgoing connection of the host (a client's, another server's): "Address already in use"
+    (CI of 57ce2ed). Below the range only another listener can take it."""
+    rng = random.SystemRandom()
+    low = ephemeral_low()
+    for _ in range(50 if low > 4096 else 0):
+        port = rng.randrange(4096, low)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:   # all tried were taken
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
 

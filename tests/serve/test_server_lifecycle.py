@@ -171,3 +171,17 @@ def test_a_healthy_engine_is_not_taken_for_dead(tmp_path):
     with server:
         assert server.wait_healthy(30) >= 1
         server.check_alive("during client point x")
+
+
+def test_a_servers_port_is_chosen_below_the_kernels_ephemeral_range():
+    """A server binds its port only after its imports; an ephemeral port could meanwhile go
+    to any outgoing connection of the host ("Address already in use" in a CI run)."""
+    import socket
+
+    from servelab.serve.server import ephemeral_low, free_port
+
+    ports = {free_port() for _ in range(20)}
+    assert all(4096 <= p < ephemeral_low() for p in ports) and len(ports) > 10
+    for port in list(ports)[:3]:   # free: a listener can bind it
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind(("127.0.0.1", port))

@@ -28,9 +28,6 @@ from servelab.serve.rounds import round_order, shares_problem
 from servelab.serve.topology import topology_gpus
 
 
-ROUNDS_LINE = " in rounds: "   # an experiment's servers up at once (`rounds:`), not a server point
-
-
 def first_order(exp: dict, names) -> list[str]:
     """The order the servers of an experiment in rounds start in: its first round's."""
     return round_order(int((exp.get("rounds") or {}).get("seed", 0)), 0, list(names))
@@ -61,11 +58,25 @@ def profile_gpu(profile: str | None) -> str | None:
     return None
 
 
-def plan_lines(config: dict, memory: tuple[str, float, str, int | None]) -> tuple[list[str], list[str]]:
-    """(a line per server point and per experiment in rounds, a line per point or rounds that
-    cannot fit)."""
+def rounds_problem(exp: dict, up_at_once: dict[str, capacity.PointPlan], gib: float) -> str | None:
+    """Why an experiment's servers cannot be up at once on one GPU in rounds (None: they can):
+    their shares (the rounds job's own rule, for engines sized by a share), then their memory
+    in the first round's start order."""
+    shares = [knobs.get("gpu_memory_utilization") for knobs in server_points(exp).values()]
+    if not facts.of(exp["engine"]).static_memory_fraction and (why := shares_problem(shares)):
+        return why
+    if len(up_at_once) > 1 and (why := capacity.together(up_at_once, gib, first_order(exp, up_at_once))):
+        return (f"{why}; give each server a smaller share or KV cache, a larger GPU, or measure the "
+                f"configurations in sequence (no rounds:)")
+    return None
+
+
+def plan_lines(config: dict, memory: tuple[str, float, str, int | None]) \
+        -> tuple[list[str], list[str], list[tuple[str, bool]]]:
+    """(a line per server point, a line per point that cannot fit, a line per experiment in
+    rounds with whether its servers fit one GPU together)."""
     name, gib, device, gpus_here = memory
-    lines, refused = [], []
+    lines, refused, together = [], [], []
     for exp_name in enabled_experiments(config):
         if exp_name not in config["experiments"]:
             raise SystemExit(f"servelab plan: run names {exp_name!r}, which is not under experiments:")
@@ -92,20 +103,13 @@ def plan_lines(config: dict, memory: tuple[str, float, str, int | None]) -> tupl
                 refused.append(f"{where}: {plan.why}")
             elif exp.get("rounds") and device == "gpu":
                 up_at_once[sp] = plan
-        shares = [knobs.get("gpu_memory_utilization") for knobs in server_points(exp).values()]
-        shared_by_fraction = not facts.of(exp["engine"]).static_memory_fraction   # a share each: vLLM's rule
-        if up_at_once and shared_by_fraction and (why := shares_problem(shares)):
-            lines.append(f"{exp_name}{ROUNDS_LINE}DO NOT FIT TOGETHER: {why}")
-            refused.append(f"{exp_name}{ROUNDS_LINE}{why}")
-        elif len(up_at_once) > 1 and (why := capacity.together(up_at_once, gib, first_order(exp, up_at_once))):
-            lines.append(f"{exp_name}{ROUNDS_LINE}DO NOT FIT TOGETHER: {why}")
-            refused.append(f"{exp_name}{ROUNDS_LINE}{why}; give each server a smaller share or KV cache, a larger "
-                           f"GPU, or measure the configurations in sequence (no rounds:)")
+        if up_at_once and (why := rounds_problem(exp, up_at_once, gib)):
+            together.append((f"{exp_name} in rounds: {why}", False))
         elif up_at_once:
             held = sum(p.held_gib for p in up_at_once.values())
-            lines.append(f"{exp_name}{ROUNDS_LINE}its {len(up_at_once)} servers up at once hold {held:.1f} GiB of "
-                         f"{gib:.1f} GiB: fit together")
-    return lines, refused
+            together.append((f"{exp_name} in rounds: its {len(up_at_once)} servers up at once hold {held:.1f} GiB "
+                             f"of {gib:.1f} GiB: fit together", True))
+    return lines, refused, together
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -148,16 +152,15 @@ def main(argv: list[str] | None = None) -> int:
         except ValueError as err:   # nothing of the run fits
             print(f"servelab plan: {err}", file=sys.stderr)
             return 1
-    lines, refused = plan_lines(config, memory)
-    for line in lines:
+    lines, refused, together = plan_lines(config, memory)
+    for line in lines + [line for line, fits in together if fits]:
         print(f"servelab plan: {line}")
-    points = [line for line in lines if ROUNDS_LINE not in line]
-    print(f"servelab plan: {len(points) - sum(ROUNDS_LINE not in line for line in refused)} of {len(points)} "
-          f"server point(s) fit")
-    for line in refused:
+    print(f"servelab plan: {len(lines) - len(refused)} of {len(lines)} server point(s) fit")
+    apart = [line for line, fits in together if not fits]
+    for line in refused + apart:
         print(f"servelab plan: cannot fit: {line}", file=sys.stderr)
     late = bool(args.timings) and not time_lines(config, memory, args.timings, args.within)
-    return 1 if refused or late else 0
+    return 1 if refused or apart or late else 0
 
 
 def time_lines(config: dict, memory: tuple[str, float, str, int | None], folders: list[Path],

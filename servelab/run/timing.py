@@ -15,7 +15,8 @@ def load(paths: list[Path]) -> list[dict]:
 
 def summary(timings: list[dict], run_wall_s: float | None = None) -> str:
     """Lines: sessions, wall, start-ups, client points (with what repeats after the first
-    cost: a repeat is a client point on the same engine, no new start), warm-ups and drift checks, and the
+    cost: a repeat is a client point on the same engine, no new start), warm-ups, drift checks
+    and stopping the engines' processes, and the
     ratio of wall time to start-ups + benchmark runs (1.00 = no overhead), time spent waiting
     for GPUs that other jobs held apart (`gpu_wait_s`: not the session's wall); with the run's
     own wall time, a last line for sessions side by side (`run_line`)."""
@@ -27,7 +28,7 @@ def summary(timings: list[dict], run_wall_s: float | None = None) -> str:
 
     def line(name: str, group: list[dict]) -> str:
         total = {k: sum(t.get(k, 0.0) for t in group) for k in ("wall_s", "startup_s", "points_s", "warmup_s",
-                                                                  "drift_s", "repeats_s", "gpu_wait_s", "gate_wait_s",
+                                                                  "drift_s", "teardown_s", "repeats_s", "gpu_wait_s", "gate_wait_s",
                                                                   "startup_jit_s", "jit_build_s")}
         starts = {c: sum(1 for t in group if t.get("compile") == c) for c in ("cold", "warm")}
         needed = needed_s(total)
@@ -39,7 +40,8 @@ def summary(timings: list[dict], run_wall_s: float | None = None) -> str:
                 f"{total['startup_s']:.0f}s{jit} + client points {total['points_s']:.0f}s"
                 + (f" (repeats after the first {total['repeats_s']:.0f}s)" if total["repeats_s"] else "")
                 + " + warm-ups "
-                f"{total['warmup_s']:.0f}s + drift checks {total['drift_s']:.0f}s + other; "
+                f"{total['warmup_s']:.0f}s + drift checks {total['drift_s']:.0f}s + stopping {total['teardown_s']:.0f}s "
+                f"+ other; "
                 f"wall / (start-ups + benchmark runs) = {ratio}"
                 # queueing for a GPU another job holds is the run's, not the session's overhead
                 + (f"; waited {total['gpu_wait_s']:.0f}s for GPUs (not in wall)" if total["gpu_wait_s"] else "")

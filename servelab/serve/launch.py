@@ -189,10 +189,11 @@ class Launch:
     offline_reasons: dict = field(default_factory=dict)   # runner error -> the engine's own reason
     further: Callable[[], list] | None = None   # under repeat_until: the points still missing (session.py)
     sent_per_s: dict = field(default_factory=dict)   # point name -> requests sent a second at its warm-up at load
-    # where the session's time went: server start-ups, warm-ups, client points (seconds), and
-    # of the points' seconds, those of repeats after the first (what `repeats` costs)
+    # where the session's time went: server start-ups, warm-ups, client points, stopping its
+    # processes (seconds), and of the points' seconds, those of repeats after the first (what
+    # `repeats` costs)
     timing: dict = field(default_factory=lambda: {"startup_s": 0.0, "warmup_s": 0.0, "points_s": 0.0,
-                                                  "drift_s": 0.0, "repeats_s": 0.0})
+                                                  "drift_s": 0.0, "teardown_s": 0.0, "repeats_s": 0.0})
 
     # what is learned while it runs, set here only (fixed at launch: the fields above)
     def starting(self, fleet: Fleet, serve_cmd: str) -> None:
@@ -225,6 +226,10 @@ class Launch:
     def spent(self, part: str, seconds: float) -> None:
         """Seconds of the session's time spent on `part` (warmup_s, drift_s...)."""
         self.timing[part] += seconds
+
+    def parts_s(self) -> float:
+        """The seconds of its parts (repeats_s is a part of points_s, not one more)."""
+        return sum(v for k, v in self.timing.items() if k != "repeats_s")
 
     def sent_at_warmup(self, point: str, per_s: float) -> None:
         """Requests a second a point's warm-up at load sent (its repeats compare with it)."""

@@ -89,6 +89,9 @@ def measure_offline(launch: Launch, missing: list[Point], guests: list[Guest] = 
                     if code is not None or (len(reported) == len(points) and not spec.monitors.get("wrap")):
                         break
                     time.sleep(0.5)
+            stopping = time.monotonic()
+        # the runner and its engine's processes stopped: on a loaded host seconds of the session
+        launch.spent("teardown_s", time.monotonic() - stopping)
         unreported = [plan_key for plan_key in points if plan_key not in reported]
         if unreported:
             message = f"{spec.engine} {spec.tool} exited with code {code} before {len(unreported)} point(s); " \

@@ -45,7 +45,7 @@ from servelab.serve.session_points import listed_points, points_to_measure
 from servelab.serve.session_spec import SessionSpec
 from servelab.serve.store import PointStore
 
-DEFAULTS = {"seed": 0, "least": 3, "most": 6, "metric": "output_throughput", "within": 0.03}
+DEFAULTS = {"seed": 0, "least": 3, "most": 6, "metric": "output_throughput", "within": 0.03, "starts": "auto"}
 DESIGN = "interleaved rounds"
 MANY = 10 ** 6   # no cap: what Stein's rule asks for, said where `most` cuts it
 
@@ -131,15 +131,23 @@ class Arm:
     launch: Launch | None = None
     done: list = dataclasses.field(default_factory=list)
     out: str | None = None   # why it measures no more (its server failed)
+    warm: bool = False   # warmed at its own load (before its first turn's point)
     stack: contextlib.ExitStack | None = None   # its server's processes and sidecars
 
 
 def start(arm: Arm, store: PointStore, hardware: dict, tmpdir: str, stack: contextlib.ExitStack) -> None:
-    """The configuration's server up, healthy and warmed; kept running by `stack` (its own
-    part of it, closed early where the server fails)."""
+    """The configuration's server up and healthy, kept running by `stack` (its own part of
+    it, closed early where the server fails): launched, then ready."""
+    launch_server(arm, store, hardware, tmpdir, stack, together=False)
+    ready(arm)
+
+
+def launch_server(arm: Arm, store: PointStore, hardware: dict, tmpdir: str, stack: contextlib.ExitStack,
+                  together: bool) -> None:
+    """The configuration's server processes started (not yet healthy); its rounds.json says
+    when, and whether with the others (`together`)."""
     spec = arm.spec
     arm.stack = stack.enter_context(contextlib.ExitStack())
-    stack = arm.stack
     name, session_dir = new_session_dir(spec)
     # a short name: the engine's IPC sockets live below it (a Unix socket's path: 107 bytes)
     arm_tmp = Path(tempfile.mkdtemp(prefix="arm", dir=tmpdir))
@@ -147,18 +155,51 @@ def start(arm: Arm, store: PointStore, hardware: dict, tmpdir: str, stack: conte
     arm.launch = launch = Launch(spec, store, hardware, name, session_dir, str(arm_tmp), env)
     fleet, serve_cmd = launch_plan(spec, session_dir, env)
     write_text(session_dir / "command.txt", serve_cmd + "\n")
-    write_text(session_dir / "rounds.json", json.dumps({"design": DESIGN, **design(spec)}))
+    write_text(session_dir / "rounds.json", json.dumps({"design": DESIGN, **design(spec), "launched_at": time.time(),
+                                                        "started": "together" if together else "in turn"}))
     launch.starting(fleet, serve_cmd)
-    stack.enter_context(fleet)
+    arm.stack.enter_context(fleet)
     log(f"{spec.experiment}/{spec.server_point}: {len(fleet.servers)} process(es) starting for the rounds, "
         f"client port {fleet.front.port} (logs in {session_dir})")
+
+
+def ready(arm: Arm) -> None:
+    """A launched server healthy, its facts read, its sidecars running."""
+    spec, launch = arm.spec, arm.launch
+    fleet = launch.fleet
     launch.use_client(lambda: launch.engine.client(*fleet.client_origin()))
     launch.healthy(fleet.wait_healthy(spec.startup_timeout_s, progress=log))
     origin = fleet.facts_from
     launch.learned(server_log.read_facts(origin.log, launch.engine, server_log.scrape_metrics(origin.base_url),
                                          server_log.scrape_info(origin.base_url, launch.engine.info_path)))
-    stack.enter_context(sidecars(spec, fleet, session_dir))
-    launch.warmed(warm_up(launch, first_load(arm.missing), session_dir))
+    arm.stack.enter_context(sidecars(spec, fleet, launch.session_dir))
+
+
+def start_together(arms: list[Arm], store: PointStore, hardware: dict, tmpdir: str,
+                   stack: contextlib.ExitStack) -> None:
+    """Every configuration's server launched at once, then each waited for: the starts
+    overlap (on a GPU box, 5 starts of 55-135 s each took 6 minutes one after another,
+    h200_20261207_rounds). A server that fails to start fails its own points (data)."""
+    todo = [a for a in arms if a.launch is None and a.missing and not a.out]
+    log(f"starting {len(todo)} server(s) at once: {', '.join(a.spec.server_point for a in todo)}")
+    for arm in todo:
+        launch_server(arm, store, hardware, tmpdir, stack, together=True)
+    for arm in todo:
+        try:
+            ready(arm)
+        except ServerError as exc:
+            failed(arm, exc)
+
+
+def starts_together(specs: list[SessionSpec], gpus: list[str] | None) -> bool:
+    """Whether the configurations' servers start at once (rounds' `starts`): `auto` starts
+    them together on GPUs where each fixes its KV cache (`kv_cache_memory_bytes`: none sizes
+    its cache from the memory the others leave while they start), one at its first turn
+    otherwise (on a CPU a start is CPU-bound: overlapping them gains nothing)."""
+    starts = design(specs[0])["starts"]
+    if starts != "auto":
+        return starts == "together"
+    return bool(gpus) and all(s.server_knobs.get("kv_cache_memory_bytes") for s in specs)
 
 
 def failed(arm: Arm, exc: ServerError) -> None:
@@ -239,6 +280,9 @@ def measure_rounds(arms: list[Arm], store: PointStore, hardware: dict, tmpdir: s
                 try:
                     if arm.launch is None:
                         start(arm, store, hardware, tmpdir, stack)
+                    if not arm.warm:   # at its own load, just before its first point
+                        arm.launch.warmed(warm_up(arm.launch, first_load(arm.missing), arm.launch.session_dir))
+                        arm.warm = True
                     before = len(arm.done)
                     idle = IdleServers([a for a in arms if a is not arm and a.launch is not None and not a.out])
                     measure_points(arm.launch, [todo[name][step]], arm.done)
@@ -287,6 +331,7 @@ def run(host: SessionSpec, others: list[SessionSpec], view_path: str | Path, ret
     with contextlib.ExitStack() as stack, tempfile.TemporaryDirectory(prefix="servelab-rounds-") as tmpdir:
         arms: dict[str, Arm] = {}
         stages = [d["least"]]
+        together = starts_together(specs, gpus)
         if why := gpu_shares(specs, gpus):   # said before any server starts; each point a failed row
             stages = []
             for spec in specs:
@@ -308,6 +353,8 @@ def run(host: SessionSpec, others: list[SessionSpec], view_path: str | Path, ret
             todo = sum(len(a.missing) for a in arms.values())
             log(f"{host.experiment}: {len(specs)} configurations in {rounds} interleaved rounds (seed {d['seed']}), "
                 f"{todo} point(s) to measure")
+            if together:
+                start_together(list(arms.values()), store, hardware, tmpdir, stack)
             measure_rounds(list(arms.values()), store, hardware, tmpdir, stack, d["seed"], rounds)
             if rounds == d["least"]:
                 decision = decide(specs, store, version, hardware)
@@ -321,7 +368,7 @@ def run(host: SessionSpec, others: list[SessionSpec], view_path: str | Path, ret
                     stages.append(decision["rounds"])
         for arm in arms.values():
             if arm.launch is not None:
-                timing = session_timing(arm.spec, arm.launch, sum(arm.launch.timing.values()))
+                timing = session_timing(arm.spec, arm.launch, arm.launch.parts_s())
                 write_text(arm.launch.session_dir / "timing.json", json.dumps({**timing, "design": DESIGN}))
     final = planned(host, store, version, hardware)
     view = [store.load(key) for key, _, _ in listed_points(final, store, version, hardware, retry_failed=False)[0]]

@@ -102,6 +102,8 @@ def measure(launch: Launch, missing: list[Point], guests: list[Guest] = ()) -> N
                 if restart == 0:
                     for guest in guests:
                         measure_guest(launch, guest)
+                stopping = time.monotonic()
+            launch.spent("teardown_s", time.monotonic() - stopping)
         except ServerError as exc:
             # an engine that raised or refused is data, its own exception the reason; a process
             # killed (front or engine) or a death with no cause of its own is transient
@@ -343,14 +345,14 @@ def write_timings(spec: SessionSpec, launch: Launch, hosted: list[Guest], run_st
     for guest in hosted:
         if guest.launch is not None:
             g = guest.launch
-            wall = guest.wall_s or sum(g.timing.values())   # offline: its points' (and any start's) time
+            wall = guest.wall_s or g.parts_s()   # offline: its points' (and any start's) time
             guest_wall += wall
             write_text(g.session_dir / "timing.json", json.dumps(session_timing(guest.spec, g, wall, g.shared_from)))
     timing = session_timing(spec, launch, time.monotonic() - run_started - guest_wall - launch.gpu_wait_s
                             - launch.gate_wait_s - launch.jit_build_s)
     write_text(launch.session_dir / "timing.json", json.dumps(timing))
     log(f"session wall {timing['wall_s']}s: start-up {timing['startup_s']}s, warm-up "
-        f"{timing['warmup_s']}s, client points {timing['points_s']}s"
+        f"{timing['warmup_s']}s, client points {timing['points_s']}s, stopping {timing['teardown_s']}s"
         + (f" (repeats after the first: {timing['repeats_s']}s)" if timing["repeats_s"] else "")
         + (f"; its guests' points {guest_wall:.1f}s more" if hosted else ""))
     note_event(f"measured\t{os.getpid()}\t{timing['warmup_s'] + timing['points_s'] + guest_wall:.2f}")

@@ -1,5 +1,7 @@
 """The sessions the workflow's jobs are made of, read off a config
 (servelab/checks/session_plan.py): engine sharing, params, GPUs, priorities, minutes."""
+import copy
+
 import pytest
 from snakemake.utils import validate
 
@@ -102,3 +104,28 @@ def test_on_gpus_the_rounds_job_asks_for_each_configurations_share_before_any_st
     assert gpu_shares(specs, ["0"]) is None
     specs[1].server_knobs["gpu_memory_utilization"] = 0.6
     assert "(now [0.45, 0.6])" in gpu_shares(specs, ["0"])
+
+
+def test_rounds_start_their_servers_together_on_gpus_where_each_fixes_its_kv_cache(local_config):
+    """`starts: auto` overlaps the starts only where no server sizes its KV cache from the
+    memory the others leave while they start; a config can ask either way."""
+    from servelab.serve.rounds import starts_together
+    from servelab.serve.session_spec import SessionSpec
+
+    def specs(**rounds):
+        config = copy.deepcopy(local_config)
+        config["experiments"]["study_tuning_cpu"]["rounds"].update(rounds)
+        plan = SessionPlan(checked(config))
+        return [SessionSpec.from_params("study_tuning_cpu", sp, plan.params("study_tuning_cpu", sp), model_path="m",
+                                        dataset_path=None, store_dir="s") for sp in ("baseline", "seqs4")]
+
+    auto = specs()
+    assert not starts_together(auto, None) and not starts_together(auto, ["0"])   # a CPU; caches sized at start
+    for spec in auto:
+        spec.server_knobs["kv_cache_memory_bytes"] = 2 * 2**30
+    assert starts_together(auto, ["0"]) and not starts_together(auto, None)
+    auto[1].server_knobs.pop("kv_cache_memory_bytes")
+    assert not starts_together(auto, ["0"])
+    assert starts_together(specs(starts="together"), None) and not starts_together(specs(starts="in_turn"), ["0"])
+    with pytest.raises(Exception, match="'at_once' is not one of"):
+        specs(starts="at_once")

@@ -229,9 +229,12 @@ def test_a_forked_offline_runners_start_up_counts_its_wait_for_a_new_zygote(tiny
     timing = json.loads(timing.read_text())
     runner_log = next((tmp_path / "store/sessions").glob("base-*/*.log")).read_text()
     assert zygote.FORKED in runner_log and not TORCH_IMPORTED.findall(runner_log)
-    unaccounted = timing["wall_s"] - timing["startup_s"] - timing["points_s"]
+    # stopping the runner is the session's too, and timed apart: 0.3-0.5 s alone, seconds on a
+    # loaded host (CI of 8066413: 4.6 s unaccounted while the default ran beside)
+    unaccounted = timing["wall_s"] - timing["startup_s"] - timing["points_s"] - timing["teardown_s"]
     print(f"\nforked offline runner: start-up {timing['startup_s']:.1f} s (the zygote's imports included), "
-          f"point {timing['points_s']:.1f} s, session wall {timing['wall_s']:.1f} s")
+          f"point {timing['points_s']:.1f} s, stopping {timing['teardown_s']:.1f} s, session wall "
+          f"{timing['wall_s']:.1f} s")
     assert timing["startup_s"] > 5 and unaccounted < 3, timing
     # its one point recorded as a served one is: the runner's own CPU, by role (issue 90)
     from servelab.analysis import bound

@@ -39,7 +39,7 @@ def test_waiting_for_gpus_is_a_term_of_its_own_not_the_sessions_overhead():
                 {"experiment": "week06", "wall_s": 10.0, "startup_s": 0.0, "points_s": 9.0}]
     text = timing.summary(sessions, run_wall_s=900.0)
     assert ("week06: 2 session(s), wall 300s = start-ups 141s + client points 81s + warm-ups 61s + drift checks 0s "
-            "+ other; wall / (start-ups + benchmark runs) = 1.060; waited 545s for GPUs (not in wall)") in text
+            "+ stopping 0s + other; wall / (start-ups + benchmark runs) = 1.060; waited 545s for GPUs (not in wall)") in text
     # the run line stays the whole story: its wall holds the waiting
     assert "run: wall 900s for 300s of session wall" in text
     # so is a session's build of FlashInfer's JIT before its claim (servelab.serve.jit_prebuild)

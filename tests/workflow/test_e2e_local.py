@@ -592,6 +592,17 @@ def test_a_study_and_a_week_in_interleaved_rounds_reach_paired_verdicts(workdir,
         assert row["diff_pct"] == pytest.approx(100 * math.expm1(mean), rel=1e-6, abs=1e-9), name
         assert row["ci95_low_pct"] == pytest.approx(100 * math.expm1(mean - half), rel=1e-6, abs=1e-9), name
         assert row["method"] == paired.METHOD
+        # week11 asks its servers started at once: the second launched before the first was
+        # healthy; the study's start at their first turns (`auto` on a CPU)
+        started = []
+        for path in sorted((store / "sessions").glob("*/rounds.json")):
+            timing = json.loads((path.parent / "timing.json").read_text())
+            started.append((json.loads(path.read_text()), timing["startup_s"]))
+        starts = {r["started"] for r, _ in started}
+        assert starts == ({"together"} if name == "week11" else {"in turn"}), (name, started)
+        if name == "week11":
+            first = sorted(started, key=lambda s: s[0]["launched_at"])[:2]
+            assert first[1][0]["launched_at"] < first[0][0]["launched_at"] + first[0][1], first
         print(f"\n{name}: {rounds} rounds, " + "; ".join(f"{r.metric} {r.diff_pct:+.1f} % [{r.ci95_low_pct:+.1f}, "
                                                          f"{r.ci95_high_pct:+.1f}] {r.verdict}"
                                                          for r in compared.itertuples()))

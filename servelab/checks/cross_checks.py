@@ -16,9 +16,10 @@ import re
 from servelab.config import workloads
 from servelab.fetch import dummy_weights, trace
 from servelab.config.experiments import (DURATION_KNOB, ENV_KNOB, RESTART_KNOB, all_client_points, client_points,
-                                         enabled_experiments, point_model, server_points, swept_knobs)
+                                         enabled_experiments, engine_flags, point_model, server_points, swept_knobs)
 from servelab.config import engine_facts as facts
 from servelab.engines.clients.lm_eval import column_prefixes
+from servelab.checks import flag_lists
 from servelab.checks.search_checks import search_problems
 from servelab.analysis.columns import METRIC_COLUMNS
 
@@ -106,6 +107,7 @@ def check(config: dict) -> None:
             problems += search_problems(exp, f"{where}.search", config)
         problems += lmcache_problems(exp, where)
         problems += rounds_problems(config, exp, where)
+        problems += flag_problems(exp, where)
         problems += figure_problems(config, name, exp, where)
     problems += workload_problems(config)
     if problems:
@@ -133,6 +135,27 @@ def definition_problems(config: dict, exp: dict, where: str) -> list[str]:
         both = set(part.get("args", {})) & set(part.get("grid", {}))
         if both:
             problems.append(f"{where}.{side}: knob(s) {sorted(both)} are both fixed in args and swept in grid")
+    return problems
+
+
+def flag_problems(exp: dict, where: str) -> list[str]:
+    """Engine flags of its server points that no shipped list of the engine's releases has
+    (servelab.checks.flag_lists: a misspelling found without importing the engine), each
+    named where it is set."""
+    if exp["engine"] not in flag_lists.LISTED:
+        return []
+    from servelab.engines.registry import ENGINES
+
+    server, problems = exp.get("server", {}), []
+    for name, knobs in server_points(exp).items():
+        argv = ENGINES[exp["engine"]].serve_command("model", 8000, engine_flags(knobs), "served")
+        for line in flag_lists.unknown(exp["engine"], argv):
+            key = line.split(":", 1)[0]
+            place = next((f"server.{part}" for part in ("args", "grid") if key in server.get(part, {})),
+                         f"server.configs.{name}" if key in (server.get("configs") or {}).get(name, {}) else "server")
+            problem = f"{where}.{place}.{line}"
+            if problem not in problems:
+                problems.append(problem)
     return problems
 
 

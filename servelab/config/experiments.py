@@ -186,6 +186,21 @@ def bench_knobs(knobs: dict) -> dict:
     return {k: v for k, v in knobs.items() if k not in (RESTART_KNOB, WORKLOAD_KNOB, DURATION_KNOB)}
 
 
+def sending_floor(knobs: dict) -> int:
+    """The fewest requests a point sized in time sends, past its duration if need be: a
+    closed loop's floor (closed_loop_floor); none for an open loop, capped or not (its rate
+    sets what it sends; its prompts are sized from that rate, sized_prompts)."""
+    if not knobs.get("max_concurrency") or open_loop_rate(knobs) is not None:
+        return 0
+    return closed_loop_floor(knobs["max_concurrency"])
+
+
+def open_loop_rate(knobs: dict) -> float | None:
+    """An open loop's request rate (requests a second); None for a closed loop (rate inf or unset)."""
+    rate = knobs.get("request_rate")
+    return float(rate) if rate not in (None, "inf") and math.isfinite(float(rate)) else None
+
+
 def closed_loop_floor(concurrency: int) -> int:
     """The fewest prompts a closed loop at `concurrency` in flight, sized in time, sends."""
     return CLOSED_LOOP_WAVES * concurrency + HELD_MIN_REQUESTS + CLOSED_LOOP_SPARE
@@ -206,9 +221,9 @@ def sized_prompts(knobs: dict, request_s: float | None, sent_per_s: float | None
     duration, floor = knobs.get(DURATION_KNOB), knobs.get("num_prompts")
     if duration is None:
         return floor
-    rate = knobs.get("request_rate")
-    if rate not in (None, "inf") and math.isfinite(float(rate)):
-        wanted = math.ceil(float(rate) * duration * DURATION_SPARE - 1e-9) + 1
+    rate = open_loop_rate(knobs)
+    if rate is not None:
+        wanted = math.ceil(rate * duration * DURATION_SPARE - 1e-9) + 1
     elif knobs.get("max_concurrency"):
         concurrency = knobs["max_concurrency"]
         per_slot = duration / request_s if request_s else CLOSED_LOOP_UNKNOWN_PER_S * duration

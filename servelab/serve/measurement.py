@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from servelab.atomic import write_text
-from servelab.config.experiments import DURATION_KNOB, EVAL_KNOB, bench_knobs, closed_loop_floor, sized_prompts
+from servelab.config.experiments import DURATION_KNOB, EVAL_KNOB, bench_knobs, sending_floor, sized_prompts
 from servelab.engines import commands
 from servelab.engines.clients import aiperf as aiperf_client
 from servelab.engines.clients import lm_eval as lm_eval_client
@@ -282,7 +282,7 @@ def run_bench(launch: Launch, knobs: dict, raw_dir: Path, grace_s: float | None 
     argv = engine.client_args(spec.model_path, spec.served_name, launch.fleet.front.port, spec.dataset_name,
                               dataset_path=spec.dataset_path, knobs=client_knobs, out_dir=raw_dir)
     # a closed loop sends at least its floor (too few leave no held window to judge)
-    least = closed_loop_floor(knobs["max_concurrency"]) if knobs.get("max_concurrency") and grace_s is None else 0
+    least = sending_floor(knobs) if grace_s is None else 0
     argv += time_bound.bound_args(knobs.get(DURATION_KNOB), spec.setting("grace_s") if grace_s is None else grace_s,
                                   least)
     bench_log = launch.session_dir / "bench.log"

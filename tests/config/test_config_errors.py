@@ -54,6 +54,21 @@ def test_the_dry_run_says_every_mistake_a_line_each_and_no_schema(tmp_path):
     assert not (work / "results").exists()
 
 
+def test_the_dry_run_names_a_misspelt_engine_flag_without_importing_the_engine(tmp_path):
+    """README: a bad config key or vLLM flag stops the dry run (the shipped flag lists,
+    servelab/checks/flag_lists.py), as `servelab validate` would after importing vLLM."""
+    work = make_workdir(tmp_path / "wf")
+    (work / "typo.yaml").write_text(yaml.safe_dump({"experiments": {"week01": {"server": {"args": {
+        "max_num_batched_tokes": 512}}}}}))
+    proc = snakemake(work, "--profile", "profiles/local", "--configfile", "config/config.yaml",
+                     "config/local.yaml", "typo.yaml", "-n", check=False)
+    out = proc.stderr + proc.stdout
+    assert proc.returncode != 0
+    assert ("experiments.week01.server.args.max_num_batched_tokes: not a flag of vllm serve" in out
+            and "did you mean max_num_batched_tokens or" in out), out
+    assert not (work / "results").exists()
+
+
 def test_an_unknown_figure_column_gets_the_nearest_names_and_where_columns_are_listed(local_config):
     from servelab.checks.cross_checks import figure_problems
 

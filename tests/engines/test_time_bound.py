@@ -104,3 +104,13 @@ def test_a_grace_lets_the_requests_in_flight_finish_and_counts_them_apart():
     assert found["sent"] == found["completed_in_grace"] == 2 and found["cut"] == found["completed_in_time"] == 0
     assert 1.0 <= found["wall_s"] <= 1.5 and all(o.success for o in outputs)
     assert [(what, sent) for what, sent, _ in ends] == [("done", 20), ("done", 20)]
+
+
+@pytest.mark.quiet_host
+def test_a_loop_whose_slots_are_all_busy_stops_sending_when_its_duration_ends():
+    # 2 slots, requests of 2 s: no slot frees before the 0.5 s of sending end; the loop stops
+    # then, not when a request ends (a 10 s point at 250 in flight sent for 16.7 s on an H200)
+    found, outputs, ends = closed_loop_point(3.0, tokens=40)
+    print(f"\nslots busy at the end: {found}")
+    assert found["sent"] == 2 and 0.5 <= found["stopped_s"] < 0.8, found
+    assert found["completed_in_grace"] == 2 and 2.0 <= found["wall_s"] <= 2.6

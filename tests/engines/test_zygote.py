@@ -221,7 +221,7 @@ def test_a_forked_offline_runners_start_up_counts_its_wait_for_a_new_zygote(tiny
         experiment="offline_zygote", server_point="base", engine="vllm", model_path=str(tiny_model),
         model_identity="tiny", dataset_name="random", dataset_path=None, dataset_identity="random",
         server_knobs={"max_model_len": 256, "enforce_eager": True}, kind="offline", tool="latency",
-        client_points=[{"input_len": 16, "output_len": 4, "num_iters": 1, "num_iters_warmup": 1, "batch_size": 1}],
+        client_points=[{"input_len": 16, "output_len": 16, "num_iters": 3, "num_iters_warmup": 1, "batch_size": 1}],
         store_dir=str(tmp_path / "store"), env=dict(env))
     (record,) = session.run(spec, tmp_path / "view.json")
     assert "failure" not in record
@@ -244,6 +244,8 @@ def test_a_forked_offline_runners_start_up_counts_its_wait_for_a_new_zygote(tiny
     conditions = read_conditions(tmp_path / "store" / record["key"])
     assert conditions is not None and OFFLINE_RUNNER in conditions["roles"], conditions and conditions["roles"]
     found = bound.summary(conditions)
+    # (what they took depends on what else runs: 0.27 of a core of 2 beside CI's first run over
+    # a 0.1 s point, 2026-12-07; the point now runs ~1 s, so that the lap holds several ticks)
     processes = sum(found.get(f"cpu_{r}_cores", 0) for r in ("offline_runner", "engine_core", "worker"))
-    assert "cpu_offline_runner_cores" in found and processes > 0.3, found
+    assert "cpu_offline_runner_cores" in found and processes > 0.1 and found["record_ticks"] >= 2, found
     assert bound.decide({"completed": 1, "device": "cpu", **found})[0] == "CPU compute"

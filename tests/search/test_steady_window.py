@@ -253,3 +253,15 @@ def test_the_cpu_studys_floor_holds_a_window_where_a_busy_host_bunched_its_reque
     for count in range(floor, len(bench["start_times"]) + 1):
         held = steady_window.window(first_requests(bench, count))
         assert held["no_steady_state"] is None and held["window_requests"] >= 2 * steady_window.MIN_REQUESTS, count
+
+
+def test_only_a_closed_loop_sends_past_its_duration_to_its_floor():
+    """An open loop capped in flight (seed 002: 50 req/s, 250 at most) sends what its rate
+    sends: its floor would have it send 762 where it is given 551 prompts."""
+    from servelab.config.experiments import sending_floor
+
+    capped = {"request_rate": 50, "max_concurrency": 250, "duration_s": 10, "num_prompts": 100}
+    assert sending_floor(capped) == 0 and sized_prompts(capped, 1.0) == 551
+    assert sending_floor({**capped, "request_rate": "inf"}) == closed_loop_floor(250)
+    assert sending_floor({"max_concurrency": 8, "duration_s": 4}) == closed_loop_floor(8)
+    assert sending_floor({"request_rate": "inf", "duration_s": 4}) == 0

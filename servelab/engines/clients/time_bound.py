@@ -70,8 +70,9 @@ class Bound:
             if self.concurrency:
                 self.slots = asyncio.Semaphore(self.concurrency)
             async for item in schedule(*args, **kwargs):
-                if self.slots is not None:
-                    await self.slots.acquire()
+                if self.slots is not None and not await self.free_slot():
+                    self.stopped = time.perf_counter()   # the duration ended while every slot was busy
+                    break
                 now = time.perf_counter()
                 self.first = self.first or now
                 if now - self.first >= self.duration_s and self.sent >= self.least:
@@ -84,6 +85,23 @@ class Bound:
                 yield item
             self.stopped = self.stopped or time.perf_counter()   # (the schedule may end first)
         return bounded
+
+    async def free_slot(self) -> bool:
+        """A slot taken for the next request; False where the duration ended while waiting
+        for one (once the floor is sent). Without the bound on the wait, a loop whose slots
+        were all busy sent past its duration until a request ended: 16.7 s of a 10 s point
+        at 250 in flight on an H200 (requests of 8 s)."""
+        if self.first is None or self.sent < self.least:
+            await self.slots.acquire()
+            return True
+        left = self.first + self.duration_s - time.perf_counter()
+        if left <= 0:
+            return False
+        try:
+            await asyncio.wait_for(self.slots.acquire(), left)
+        except asyncio.TimeoutError:
+            return False
+        return True
 
     def end_of_sending(self) -> float | None:
         """When sending ends: the duration's end, or, where the floor (`least`) was not sent

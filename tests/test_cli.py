@@ -65,3 +65,14 @@ def test_every_option_of_the_user_commands_says_what_it_is():
                 assert own[0].strip(), f"servelab {' '.join(args)}: {line.strip()!r} has no help"
     for args in (("plan",), ("preflight",)):
         assert "(default: config/config.yaml)" in " ".join(servelab(*args, "--help").stdout.split())
+
+
+def test_validate_checks_the_commands_of_what_run_names_and_says_so(tmp_path):
+    """The default's commands only (`run`), unless --all; and no import chatter of the engines
+    around what it says."""
+    overlay = tmp_path / "one.yaml"
+    overlay.write_text("run: [week01]\n")
+    run = servelab("validate", "config/config.yaml", "config/local.yaml", str(overlay))
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip().endswith("0 problem(s) in 1 experiment(s) (those `run` names; --all for every experiment)")
+    assert "Triton" not in run.stderr and "INFO" not in run.stderr, run.stderr

@@ -72,11 +72,11 @@ def rounds_problem(exp: dict, up_at_once: dict[str, capacity.PointPlan], gib: fl
 
 
 def plan_lines(config: dict, memory: tuple[str, float, str, int | None]) \
-        -> tuple[list[str], list[str], list[tuple[str, bool]]]:
-    """(a line per server point, a line per point that cannot fit, a line per experiment in
+        -> tuple[list[dict], list[str], list[tuple[str, bool]]]:
+    """(a row per server point, a line per point that cannot fit, a line per experiment in
     rounds with whether its servers fit one GPU together)."""
     name, gib, device, gpus_here = memory
-    lines, refused, together = [], [], []
+    rows, refused, together = [], [], []
     for exp_name in enabled_experiments(config):
         if exp_name not in config["experiments"]:
             raise SystemExit(f"servelab plan: run names {exp_name!r}, which is not under experiments:")
@@ -86,21 +86,23 @@ def plan_lines(config: dict, memory: tuple[str, float, str, int | None]) \
         up_at_once = {}   # in rounds, every configuration's server is up at once on the job's GPU
         for sp, knobs in server_points(exp).items():
             model = point_model(exp, knobs)
-            where = f"{exp_name} [{sp}]"
+            row = {"experiment": exp_name, "server point": sp, "engine": exp["engine"]}
             plan = capacity.point_plan(config, exp, knobs, name, memory_gib=gib, device=device)
             if plan is None:
-                lines.append(f"{where}: {model} has no shape here (models.{model}.shape, or fetch it first): not planned")
+                rows.append({**row, "fits": f"not planned: {model} has no shape here (models.{model}.shape, "
+                                            f"or fetch it first)"})
                 continue
             need = topology_gpus(knobs, exp.get("topology"))   # a P/D pair: both servers' GPUs
             if device == "gpu" and gpus_here and need > gpus_here:
                 plan.fits, plan.why = False, f"needs {need} GPUs, {gpus_here} here"
-            lines.append(f"{where} {exp['engine']}, {need if device == 'gpu' else 0} GPU(s) of {plan.memory}: "
-                         f"weights {plan.weights_gib} GiB/GPU, KV {plan.kv_bytes_per_token} B/token/GPU, "
-                         f"KV cache {plan.kv_cache_gib} GiB = {plan.kv_cache_tokens:,} tokens = {plan.sequences} x "
-                         f"max_model_len {plan.max_model_len}: " + (("fits" + (f" (warning: {plan.warning})" if plan.warning else "")) if plan.fits
-                            else f"DOES NOT FIT: {plan.why}"))
+            rows.append({**row, "GPUs": need if device == "gpu" else 0, "weights GiB/GPU": plan.weights_gib,
+                         "KV B/token/GPU": plan.kv_bytes_per_token, "KV cache GiB": plan.kv_cache_gib,
+                         "KV tokens": f"{plan.kv_cache_tokens:,}",
+                         "sequences": f"{plan.sequences} x {plan.max_model_len}",
+                         "fits": ("yes" + (f" (warning: {plan.warning})" if plan.warning else "")) if plan.fits
+                         else "NO (below)"})
             if not plan.fits:
-                refused.append(f"{where}: {plan.why}")
+                refused.append(f"{exp_name} [{sp}]: {plan.why}")
             elif exp.get("rounds") and device == "gpu":
                 up_at_once[sp] = plan
         if up_at_once and (why := rounds_problem(exp, up_at_once, gib)):
@@ -109,7 +111,26 @@ def plan_lines(config: dict, memory: tuple[str, float, str, int | None]) \
             held = sum(p.held_gib for p in up_at_once.values())
             together.append((f"{exp_name} in rounds: its {len(up_at_once)} servers up at once hold {held:.1f} GiB "
                              f"of {gib:.1f} GiB: fit together", True))
-    return lines, refused, together
+    return rows, refused, together
+
+
+COLUMNS = ["experiment", "server point", "engine", "GPUs", "weights GiB/GPU", "KV B/token/GPU", "KV cache GiB",
+           "KV tokens", "sequences", "fits"]
+POINT_WIDTH = 44   # a long server point's name (a speculative config's) is cut to this, its end kept
+
+
+def table(rows: list[dict]) -> list[str]:
+    """The rows as an aligned table: a header, then a line per server point; `sequences`:
+    how many max_model_len sequences the KV cache holds."""
+    def cell(row, column):
+        text = str(row.get(column, "-"))
+        if column == "server point" and len(text) > POINT_WIDTH:
+            text = "..." + text[-(POINT_WIDTH - 3):]
+        return text
+
+    cells = [COLUMNS] + [[cell(r, c) for c in COLUMNS] for r in rows]
+    widths = [max(len(line[i]) for line in cells) for i in range(len(COLUMNS) - 1)]
+    return ["  ".join(text.ljust(w) for text, w in zip(line, widths)) + "  " + line[-1] for line in cells]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -152,10 +173,14 @@ def main(argv: list[str] | None = None) -> int:
         except ValueError as err:   # nothing of the run fits
             print(f"servelab plan: {err}", file=sys.stderr)
             return 1
-    lines, refused, together = plan_lines(config, memory)
-    for line in lines + [line for line, fits in together if fits]:
+    rows, refused, together = plan_lines(config, memory)
+    print(f"servelab plan: each server point against {memory[0]} "
+          + (f"({memory[1]:.1f} GiB a GPU):" if memory[2] == "gpu" else f"({memory[1]:.1f} GiB):"))
+    for line in table(rows):
+        print(f"  {line}")
+    for line in [line for line, fits in together if fits]:
         print(f"servelab plan: {line}")
-    print(f"servelab plan: {len(lines) - len(refused)} of {len(lines)} server point(s) fit")
+    print(f"servelab plan: {len(rows) - len(refused)} of {len(rows)} server point(s) fit")
     apart = [line for line, fits in together if not fits]
     for line in refused + apart:
         print(f"servelab plan: cannot fit: {line}", file=sys.stderr)

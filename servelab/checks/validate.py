@@ -19,8 +19,8 @@ from servelab.checks.engine_parsers import (PARSERS, LMEvalParsers, offline_pars
 from servelab.config import workloads
 from servelab.config import engine_facts as facts
 from servelab.engines.clients import aiperf as aiperf_client
-from servelab.config.experiments import (all_client_points, bench_knobs, client_points, engine_flags, point_id,
-                                        point_model, server_points)
+from servelab.config.experiments import (all_client_points, bench_knobs, client_points, enabled_experiments, engine_flags,
+                                        point_id, point_model, server_points)
 
 
 @dataclass
@@ -267,7 +267,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="servelab validate", description=main.__doc__)
     parser.add_argument("configs", nargs="*", default=["config/config.yaml"], metavar="CONFIG",
                         help="config/config.yaml, then overlays, merged in order (default: config/config.yaml)")
-    files = parser.parse_args(argv).configs
+    parser.add_argument("--all", action="store_true",
+                        help="check the commands of every experiment defined, not only those `run` names "
+                             "(the schema and cross-checks cover every experiment either way)")
+    args = parser.parse_args(argv)
+    files = args.configs
     try:
         config = load_configs(files)
     except ValueError as err:  # not YAML: the file, its line and column
@@ -277,12 +281,35 @@ def main(argv: list[str] | None = None) -> int:
         print(f"servelab validate: {err}", file=sys.stderr)
         return 2
     problems: list = config_problems(config)
+    checked = config.get("experiments", {})
     if not problems:
-        problems = check_config(config)
+        if not args.all:   # what a run of these configs launches
+            checked = {name: checked[name] for name in enabled_experiments(config)}
+        with quiet_engine_imports():
+            problems = check_config({**config, "experiments": checked})
     for problem in problems:
         print(problem, file=sys.stderr)
-    print(f"servelab validate: {len(problems)} problem(s) in {len(config.get('experiments', {}))} experiment(s)")
+    which = "every experiment" if args.all or len(checked) == len(config.get("experiments", {})) else \
+        "those `run` names; --all for every experiment"
+    print(f"servelab validate: {len(problems)} problem(s) in {len(checked)} experiment(s) ({which})")
     return 1 if problems else 0
+
+
+@contextlib.contextmanager
+def quiet_engine_imports():
+    """The engines' parsers without their import chatter (vLLM's platform and Triton
+    warnings, transformers' notices, all through `logging`): what validate finds is then the
+    only thing printed (its problems come back as values, not log records)."""
+    import logging
+    import os
+
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    logging.disable(logging.WARNING)
+    try:
+        yield
+    finally:
+        logging.disable(logging.NOTSET)
 
 
 if __name__ == "__main__":

@@ -15,10 +15,19 @@ def plan(*args: str) -> subprocess.CompletedProcess:
                           text=True, timeout=120)
 
 
+def row(stdout: str, experiment: str, point: str) -> list[str]:
+    """The cells of the plan table's row of one server point."""
+    (found,) = [line.split() for line in stdout.splitlines() if line.split()[:2] == [experiment, point]]
+    return found
+
+
 def test_the_gpu_check_on_one_h100_fits_and_week13_and_14_say_why_not(tmp_path):
     ok = plan("config/config.yaml", "config/gpu-check.yaml", *H100, "--gpus", "1")
     assert ok.returncode == 0, ok.stderr
-    assert "week01 [base] vllm, 1 GPU(s) of NVIDIA H100 80GB HBM3 (79.6 GiB): weights 14.96 GiB/GPU" in ok.stdout
+    assert "each server point against NVIDIA H100 80GB HBM3 (79.6 GiB a GPU):" in ok.stdout
+    assert row(ok.stdout, "week01", "base")[2:5] == ["vllm", "1", "14.96"], ok.stdout
+    # a table: a header, then one line per point, aligned (no line of 300 characters)
+    assert max(len(line) for line in ok.stdout.splitlines()) < 200
     # the check runs what fits: what one GPU cannot run is left out by name, not refused
     assert "left out (run_what_fits): week14: needs 2 GPUs, 1 here" in ok.stdout
     assert "left out (run_what_fits): week13 [tensor_parallel_size=4]: needs 4 GPUs, 1 here" in ok.stdout
@@ -32,7 +41,7 @@ def test_the_gpu_check_on_one_h100_fits_and_week13_and_14_say_why_not(tmp_path):
     assert len(refused) == 4, refused     # TP 2, TP 4, week14's two points (TP 2 each)
     four = plan("config/config.yaml", "config/gpu-check.yaml", str(overlay), *H100, "--gpus", "4")
     assert four.returncode == 0, four.stderr
-    assert "week14 [enable_expert_parallel=true] vllm, 2 GPU(s)" in four.stdout and "weights 43.5 GiB/GPU" in four.stdout
+    assert row(four.stdout, "week14", "enable_expert_parallel=true")[2:5] == ["vllm", "2", "43.5"], four.stdout
 
 
 def test_week14_at_tp1_on_one_80gb_gpu_is_refused(tmp_path):
@@ -56,7 +65,9 @@ def test_week14_at_tp1_on_one_80gb_gpu_is_refused(tmp_path):
 def test_the_cpu_default_plans_against_this_hosts_memory():
     out = plan("config/config.yaml", "config/local.yaml")
     assert out.returncode == 0, out.stderr
-    assert "week01 [base] vllm, 0 GPU(s) of host memory (" in out.stdout and ": fits" in out.stdout
+    assert "each server point against host memory (" in out.stdout
+    week01 = row(out.stdout, "week01", "base")
+    assert week01[2:4] == ["vllm", "0"] and week01[-1] == "yes", out.stdout
 
 
 def test_no_gpu_named_and_none_here_is_a_clear_error():

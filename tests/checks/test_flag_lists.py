@@ -4,12 +4,10 @@ nearest flag, by the config check every Snakemake run makes (a dry run included)
 import pytest
 
 from servelab.checks import cross_checks, flag_lists
-from servelab.engines.registry import ENGINES
-from servelab.run import provenance
 
 
 def test_the_shipped_list_of_the_installed_vllm_is_its_parsers():
-    version = provenance.package_version(*ENGINES["vllm"].distributions)
+    version = flag_lists.installed_release("vllm")
     shipped = flag_lists.LISTED["vllm"] / f"serve-{version}.txt"
     assert shipped.exists(), f"no list for the installed vllm {version}: python -m servelab.checks.flag_lists write vllm"
     assert shipped.read_text().split() == flag_lists.installed_flags("vllm")
@@ -48,4 +46,4 @@ def test_every_shipped_config_uses_only_listed_flags():
         for name, exp in config["experiments"].items():
             if "engine" not in exp:   # an overlay of an experiment another study defines
                 continue
-            assert cross_checks.flag_problems(exp, f"experiments.{name}") == [], (extra, name)
+            assert flag_lists.problems(exp, f"experiments.{name}") == [], (extra, name)

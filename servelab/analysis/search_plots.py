@@ -19,7 +19,7 @@ from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: 
 
 from servelab import stats  # noqa: E402
 from servelab.analysis import checks  # noqa: E402
-from servelab.analysis.plots import hardware_footer  # noqa: E402
+from servelab.analysis.figure_notes import hardware_footer  # noqa: E402
 from servelab.atomic import atomic_path  # noqa: E402
 from servelab.config.experiments import gpus_needed  # noqa: E402
 from servelab.search import slo as slo_check  # noqa: E402

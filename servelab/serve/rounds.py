@@ -39,7 +39,8 @@ from servelab.serve.measurement import measure_points, warm_up
 from servelab.serve.repeat_rule import target_value
 from servelab.serve.round_servers import Arm, IdleServers, failed, start, start_together
 from servelab.serve.server import ServerError, terminate_on_sigterm
-from servelab.serve.session import first_load, session_timing
+from servelab.serve.session import first_load
+from servelab.serve.session_timing import session_timing
 from servelab.serve.session_points import listed_points, points_to_measure
 from servelab.serve.session_spec import SessionSpec
 from servelab.serve.store import PointStore

@@ -16,8 +16,6 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass
 import json
-import os
-import socket
 import tempfile
 import time
 from pathlib import Path
@@ -39,8 +37,9 @@ from servelab.serve.measurement import check_drift, measure_points, warm_up
 from servelab.serve.offline_session import measure_offline
 from servelab.serve.point_identity import identified, point_identity
 from servelab.serve.session_points import listed_points, points_to_measure, still_missing
-from servelab.serve.server import ServerError, note_event, terminate_on_sigterm
+from servelab.serve.server import ServerError, terminate_on_sigterm
 from servelab.serve.session_spec import SessionSpec
+from servelab.serve.session_timing import write_timings
 from servelab.serve.store import Point, PointStore
 
 
@@ -183,22 +182,6 @@ def sidecars(spec: SessionSpec, fleet: Fleet, out_dir: Path) -> contextlib.ExitS
     return stack
 
 
-def session_timing(spec: SessionSpec, launch: Launch, wall_s: float, shared: dict | None = None) -> dict:
-    # the GPUs the job held (servelab.run.gpu_claims, or the scheduler's): a run's GPU-seconds
-    gpus = [d.strip() for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
-    return {"experiment": spec.experiment, "server_point": spec.server_point, "kind": spec.kind,
-            "wall_s": round(wall_s, 2), **{k: round(v, 2) for k, v in launch.timing.items()},
-            **({"shared_engine": shared} if shared else {}),
-            **({"gpu_wait_s": round(launch.gpu_wait_s, 2)} if round(launch.gpu_wait_s, 2) else {}),
-            **({"jit_build_s": round(launch.jit_build_s, 2)} if round(launch.jit_build_s, 2) else {}),
-            # of startup_s, the seconds its GPUs waited for FlashInfer's JIT builds (a fresh box)
-            **({"startup_jit_s": round(launch.jit_s, 2)} if round(launch.jit_s, 2) and not shared else {}),
-            # its start compiled (cold) or found its compile key cached (warm); waited for that
-            **({"compile": "cold" if launch.gate.cold else "warm", "gate_wait_s": round(launch.gate_wait_s, 2)}
-               if launch.gate is not None and not shared else {}),
-            **({"gpus": gpus, "host": socket.gethostname()} if gpus else {})}
-
-
 def compile_gate(spec: SessionSpec, cold_at_once: int | None) -> CompileGate | None:
     """The gate a start of an engine with a compile cache passes (servelab.run.compile_gate):
     its compile key's; None for other engines and eager starts."""
@@ -336,23 +319,3 @@ def session_env(spec: SessionSpec, tmpdir: str, session_dir: Path) -> dict:
     if spec.resets_prefix_cache or spec.kind == "offline":
         env.update(ENGINES[spec.engine].reset_cache_env)
     return env
-
-
-def write_timings(spec: SessionSpec, launch: Launch, hosted: list[Guest], run_started: float) -> None:
-    """Each guest's part of the time as its own session's, then this session's: its wall
-    less its guests', waiting for GPUs, for a compile key's cache and for JIT builds."""
-    guest_wall = 0.0
-    for guest in hosted:
-        if guest.launch is not None:
-            g = guest.launch
-            wall = guest.wall_s or g.parts_s()   # offline: its points' (and any start's) time
-            guest_wall += wall
-            write_text(g.session_dir / "timing.json", json.dumps(session_timing(guest.spec, g, wall, g.shared_from)))
-    timing = session_timing(spec, launch, time.monotonic() - run_started - guest_wall - launch.gpu_wait_s
-                            - launch.gate_wait_s - launch.jit_build_s)
-    write_text(launch.session_dir / "timing.json", json.dumps(timing))
-    log(f"session wall {timing['wall_s']}s: start-up {timing['startup_s']}s, warm-up "
-        f"{timing['warmup_s']}s, client points {timing['points_s']}s, stopping {timing['teardown_s']}s"
-        + (f" (repeats after the first: {timing['repeats_s']}s)" if timing["repeats_s"] else "")
-        + (f"; its guests' points {guest_wall:.1f}s more" if hosted else ""))
-    note_event(f"measured\t{os.getpid()}\t{timing['warmup_s'] + timing['points_s'] + guest_wall:.2f}")

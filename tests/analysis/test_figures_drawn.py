@@ -10,7 +10,7 @@ import seaborn as sns
 
 from conftest import REPO, load_config
 from helpers import figure_checks
-from servelab.analysis import plots
+from servelab.analysis import figure_notes, plots
 
 RECORDED = REPO / "tests/data/recorded_gpu"
 COURSE = load_config("config/config.yaml", "config/gpu-check.yaml")["experiments"]
@@ -82,6 +82,6 @@ def test_the_checks_catch_week13s_old_figure():
 
 
 def test_the_hardware_is_said_once():
-    assert plots.machine_words("NVIDIA H100 80GB HBM3, 580.159.04; " * 3 + "NVIDIA H100 80GB HBM3, 580.159.04") == \
+    assert figure_notes.machine_words("NVIDIA H100 80GB HBM3, 580.159.04; " * 3 + "NVIDIA H100 80GB HBM3, 580.159.04") == \
         "4x NVIDIA H100 80GB HBM3, driver 580.159.04"
-    assert plots.machine_words("AMD EPYC 9B14") == "AMD EPYC 9B14"
+    assert figure_notes.machine_words("AMD EPYC 9B14") == "AMD EPYC 9B14"

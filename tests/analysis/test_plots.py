@@ -5,7 +5,7 @@ import matplotlib.image as mpimg
 import pandas as pd
 import pytest
 
-from servelab.analysis import plots
+from servelab.analysis import figure_notes, plots
 
 SPEC = {"x": "request_rate", "y": ["ttft_p50_ms", "ttft_p99_ms"], "xlabel": "Request rate (req/s)",
         "ylabel": "TTFT (ms)", "title": "TTFT"}
@@ -91,11 +91,11 @@ def test_scatter_sizes_markers_by_a_column(tmp_path, monkeypatch):
 
 def test_footer_names_the_hardware_and_says_what_cpu_numbers_show(tmp_path, monkeypatch):
     cpu = table().assign(device="cpu", hardware="AMD EPYC", cpu_features="avx2")
-    footer = plots.hardware_footer(cpu)
+    footer = figure_notes.hardware_footer(cpu)
     assert footer.startswith("measured on AMD EPYC [avx2]") and "not which engine or setting wins" in footer
     gpu = table().assign(device="gpu", hardware="NVIDIA H100 80GB HBM3", cpu_features="avx2 avx512f")
-    assert "not which" not in plots.hardware_footer(gpu) and "H100" in plots.hardware_footer(gpu)
-    assert plots.hardware_footer(table()) == ""
+    assert "not which" not in figure_notes.hardware_footer(gpu) and "H100" in figure_notes.hardware_footer(gpu)
+    assert figure_notes.hardware_footer(table()) == ""
     texts = []
     original = plots.plt.Figure.text
     monkeypatch.setattr(plots.plt.Figure, "text",

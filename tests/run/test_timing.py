@@ -5,7 +5,7 @@ import time
 from types import SimpleNamespace
 
 from servelab.run import timing
-from servelab.serve.session import session_timing
+from servelab.serve.session_timing import session_timing
 
 
 def test_summary_sums_sessions_and_gives_the_overhead_ratio():

@@ -7,7 +7,7 @@ import matplotlib.image as mpimg
 import pandas as pd
 import pytest
 
-from servelab.analysis import checks, comparisons, metrics, plots
+from servelab.analysis import checks, comparisons, figure_notes, metrics, plots
 from servelab.engines import server_log
 from servelab.engines.registry import ENGINES
 
@@ -43,8 +43,8 @@ def test_the_precision_figure_draws_from_the_recorded_rows(table, tmp_path):
             "ylabel": "Output throughput (tokens/s)", "title": "Output throughput by weight precision"}
     out = plots.draw(table.reset_index(), spec, tmp_path / "throughput_by_precision.png")
     assert mpimg.imread(out).shape[0] > 200
-    assert plots.hardware_footer(table).startswith("measured on NVIDIA H100 80GB HBM3")
-    assert "not which engine" not in plots.hardware_footer(table)
+    assert figure_notes.hardware_footer(table).startswith("measured on NVIDIA H100 80GB HBM3")
+    assert "not which engine" not in figure_notes.hardware_footer(table)
 
 
 SGLANG_RUN = Path(__file__).parents[1] / "data/recorded_gpu/week01_sglang_h100"

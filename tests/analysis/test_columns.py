@@ -7,7 +7,7 @@ from conftest import REPO
 
 from servelab.analysis import columns
 from servelab.checks import cross_checks
-from servelab.export import llmd
+from servelab.export import llmd_results
 
 RUN = REPO / "tests/data/recorded_gpu/h200_20261203b_record_sched"
 
@@ -28,8 +28,8 @@ def test_every_column_of_a_recorded_table_is_listed_or_a_knob():
 
 def test_the_checks_the_export_and_the_docs_read_the_one_list():
     assert cross_checks.METRIC_COLUMNS is columns.METRIC_COLUMNS
-    assert tuple(llmd.LATENCY) == columns.LATENCIES and llmd.STATS is columns.STATS
-    assert set(llmd.COUNTERS) <= columns.COUNTER_COLUMNS
+    assert tuple(llmd_results.LATENCY) == columns.LATENCIES and llmd_results.STATS is columns.STATS
+    assert set(llmd_results.COUNTERS) <= columns.COUNTER_COLUMNS
     assert (REPO / "docs/columns.md").read_text() == columns.reference(), \
         "docs/columns.md is stale: python -m servelab.analysis.columns > docs/columns.md"
 

@@ -84,7 +84,7 @@ def problems(exp: dict, where: str) -> list[str]:
 
 def installed_flags(engine: str) -> list[str]:
     """Every option string of the installed engine's server parser (imports the engine)."""
-    if engine != "vllm":
+    if engine not in LISTED:
         raise SystemExit(f"no flag list is written for {engine} (listed: {sorted(LISTED)})")
     from servelab.checks.engine_parsers import vllm_serve_parser
 

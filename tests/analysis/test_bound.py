@@ -113,3 +113,22 @@ def test_rank_correlation_with_ties():
     assert spread.spearman([1, 2, 3, 4], [10, 20, 30, 40]) == pytest.approx(1.0)
     assert spread.spearman([1, 1, 2, 3], [3, 3, 2, 1]) == pytest.approx(-1.0)
     assert spread.spearman([1, 1, 1], [1, 2, 3]) is None
+
+
+def test_the_docs_table_of_the_rule_is_the_codes():
+    """docs/point-record.md lists the rules as servelab/analysis/bound_rules.py orders them."""
+    from conftest import REPO
+    from servelab.analysis import bound_rules
+
+    doc = (REPO / "docs/point-record.md").read_text()
+    block = doc.split("bound_rules (tests/analysis/test_bound.py holds it to the code) -->\n", 1)[1]
+    assert block.split("<!-- end of the generated table -->", 1)[0] == bound_rules.table(), \
+        "docs/point-record.md's rule table is stale: python -m servelab.analysis.bound_rules"
+    assert [r.bound for r in bound_rules.RULES][:3] == ["KV capacity", "client", "API server CPU"]
+
+
+def test_a_zero_is_a_figure_not_a_gap():
+    """A row's preemptions 0 is what the client counted: the record's count does not replace it."""
+    row = {**SERVED, "preemptions": 0, "record_preemptions": 5, "waiting_mean": 0.0, "kv_usage_max": 0.5}
+    assert bound.decide(row)[0] != "KV capacity"
+    assert bound.decide({**row, "preemptions": None})[0] == "KV capacity"

@@ -24,40 +24,27 @@ from pathlib import Path
 import requests
 
 from servelab import machine
+from servelab.engines.registry import ENGINES
 from servelab.serve.monitors import parse_prometheus
 
-# vLLM's counters (v1 engine; `_total` is the Prometheus suffix of a counter)
-COUNTERS = {
-    "prefix_queries": "vllm:prefix_cache_queries_total",
-    "prefix_hits": "vllm:prefix_cache_hits_total",
-    "spec_drafts": "vllm:spec_decode_num_drafts_total",
-    "spec_draft_tokens": "vllm:spec_decode_num_draft_tokens_total",
-    "spec_accepted": "vllm:spec_decode_num_accepted_tokens_total",
-    "preemptions": "vllm:num_preemptions_total",
-    # SGLang's (with --enable-metrics): prompt tokens, and those of them served from its cache
-    "prompt_tokens": "sglang:prompt_tokens_total",
-    "cached_tokens": "sglang:cached_tokens_total",
-    # KV transfers of a P/D decode server (vLLM's NixlConnector; vllm/.../nixl/stats.py)
-    "kv_transfers": "vllm:nixl_xfer_time_seconds_count",
-    "kv_transfer_s": "vllm:nixl_xfer_time_seconds_sum",
-    "kv_bytes": "vllm:nixl_bytes_transferred_sum",
-    "kv_failed_transfers": "vllm:nixl_num_failed_transfers_total",
-}
-# the transfer-time histogram's cumulative buckets, one counter per upper bound
-KV_TRANSFER_BUCKETS = "vllm:nixl_xfer_time_seconds_bucket"
+# each engine's /metrics counters by meaning, its KV transfers' histogram and its KV usage
+# gauge (the engines' faces declare them): /metrics names carry their engine's prefix, so
+# one table serves a server of any engine
+COUNTERS = {name: series for e in ENGINES.values() for name, series in e.counter_metrics.items()}
+KV_TRANSFER_BUCKETS = tuple(e.kv_transfer_buckets for e in ENGINES.values() if e.kv_transfer_buckets)
 BUCKET = "kv_transfer_le:"
 LE = re.compile(r'\ble="([^"]+)"')
-KV_USAGE = ("vllm:kv_cache_usage_perc", "sglang:token_usage")
+KV_USAGE = tuple(e.timeline_metrics["kv_usage"] for e in ENGINES.values() if "kv_usage" in e.timeline_metrics)
 
 
 def counter_totals(text: str) -> dict[str, float]:
     """Each counter summed over its label sets (engines, models); absent ones left out."""
     totals: dict[str, float] = {}
     wanted = {metric: name for name, metric in COUNTERS.items()}
-    for metric, labels, value in parse_prometheus(text, (*wanted, KV_TRANSFER_BUCKETS)):
+    for metric, labels, value in parse_prometheus(text, (*wanted, *KV_TRANSFER_BUCKETS)):
         if metric in wanted:
             totals[wanted[metric]] = totals.get(wanted[metric], 0.0) + value
-        elif metric == KV_TRANSFER_BUCKETS and (le := LE.search(labels)):
+        elif metric in KV_TRANSFER_BUCKETS and (le := LE.search(labels)):
             totals[BUCKET + le[1]] = totals.get(BUCKET + le[1], 0.0) + value
     return totals
 

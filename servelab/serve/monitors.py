@@ -23,12 +23,11 @@ from pathlib import Path
 
 import requests
 
-# gauges and counters of vLLM's /metrics worth a timeline (prefix match)
-METRIC_PREFIXES = ("vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc",
-                   "vllm:prompt_tokens_total", "vllm:generation_tokens_total", "vllm:num_preemptions_total",
-                   "vllm:prefix_cache_queries_total", "vllm:prefix_cache_hits_total",
-                   "sglang:num_running_reqs", "sglang:num_queue_reqs", "sglang:token_usage",
-                   "sglang:cache_hit_rate", "sglang:gen_throughput")
+from servelab.engines.registry import ENGINES
+
+# gauges and counters of the engines' /metrics worth a timeline (prefix match; each engine's face
+# declares its own)
+METRIC_PREFIXES = tuple(series for e in ENGINES.values() for series in e.sampled_metrics)
 GPU_FIELDS = ("timestamp", "index", "name", "utilization.gpu", "utilization.memory", "memory.used",
               "memory.total", "power.draw")
 

@@ -19,6 +19,9 @@ class Transformers(TransformersFacts):
     engine_processes: tuple = ()
     process_roles: dict = {}
     timeline_metrics: dict = {}
+    counter_metrics: dict = {}
+    kv_transfer_buckets = None
+    sampled_metrics: tuple = ()
     info_path = None
 
     def startup_facts(self, log_text: str, metrics_text: str, info: dict) -> dict:

@@ -31,6 +31,12 @@ class SGLang(SGLangFacts):
     timeline_metrics = {"running": "sglang:num_running_reqs", "waiting": "sglang:num_queue_reqs",
                         "kv_usage": "sglang:token_usage", "prompt_tokens": "sglang:prompt_tokens_total",
                         "generation_tokens": "sglang:generation_tokens_total"}
+    # /metrics counters a point sums (with --enable-metrics): prompt tokens, and those of
+    # them served from its cache (servelab.serve.conditions); what the sidecar keeps over time
+    counter_metrics = {"prompt_tokens": "sglang:prompt_tokens_total", "cached_tokens": "sglang:cached_tokens_total"}
+    kv_transfer_buckets = None
+    sampled_metrics = ("sglang:num_running_reqs", "sglang:num_queue_reqs", "sglang:token_usage",
+                       "sglang:cache_hit_rate", "sglang:gen_throughput")
     # its server's facts as structured data: max_total_num_tokens (the KV pool's tokens)
     info_path = "/server_info"
 

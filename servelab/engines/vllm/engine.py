@@ -35,6 +35,24 @@ class VLLM(VLLMFacts):
                         "steps": "vllm:iteration_tokens_total_count",
                         "step_tokens": "vllm:iteration_tokens_total_sum",
                         "read_bytes": "vllm:estimated_read_bytes_per_gpu_total"}
+    # /metrics counters a point sums over its run (servelab.serve.conditions), by meaning
+    # (v1 engine; `_total` is the Prometheus suffix of a counter); a P/D decode server's KV
+    # transfers from its NixlConnector (vllm/.../nixl/stats.py), with their time histogram
+    counter_metrics = {"prefix_queries": "vllm:prefix_cache_queries_total",
+                       "prefix_hits": "vllm:prefix_cache_hits_total",
+                       "spec_drafts": "vllm:spec_decode_num_drafts_total",
+                       "spec_draft_tokens": "vllm:spec_decode_num_draft_tokens_total",
+                       "spec_accepted": "vllm:spec_decode_num_accepted_tokens_total",
+                       "preemptions": "vllm:num_preemptions_total",
+                       "kv_transfers": "vllm:nixl_xfer_time_seconds_count",
+                       "kv_transfer_s": "vllm:nixl_xfer_time_seconds_sum",
+                       "kv_bytes": "vllm:nixl_bytes_transferred_sum",
+                       "kv_failed_transfers": "vllm:nixl_num_failed_transfers_total"}
+    kv_transfer_buckets = "vllm:nixl_xfer_time_seconds_bucket"
+    # what the /metrics sidecar keeps over time (servelab.serve.monitors; prefix match)
+    sampled_metrics = ("vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc",
+                       "vllm:prompt_tokens_total", "vllm:generation_tokens_total", "vllm:num_preemptions_total",
+                       "vllm:prefix_cache_queries_total", "vllm:prefix_cache_hits_total")
     info_path = None
 
     def startup_facts(self, log_text: str, metrics_text: str, info: dict) -> dict:

@@ -1,6 +1,7 @@
 # One job per server point. A session's output is a view of the point store
 # (results/{experiment}/store): a rerun caused by a new client point measures
 # only that point.
+from servelab.engines.registry import ENGINES
 from servelab.serve import jit_prebuild
 
 # FlashInfer's JIT modules that the run's vLLM starts would build while holding their GPUs
@@ -76,9 +77,8 @@ def retry_failed_points(wildcards):
 
 
 def session_conda_env(wildcards):
-    """The engine's environment (HF transformers runs in vLLM's: same torch)."""
-    engine = EXPERIMENTS[wildcards.experiment]["engine"]
-    name = "sglang" if engine == "sglang" else "vllm"
+    """The engine's environment, as its face names it (HF transformers runs in vLLM's: same torch)."""
+    name = ENGINES[EXPERIMENTS[wildcards.experiment]["engine"]].conda_env
     return os.path.join(workflow.basedir, "envs", f"{name}.yaml")
 
 

@@ -13,6 +13,7 @@ class Transformers(TransformersFacts):
     """HF transformers `generate` in static batches (servelab.engines.hf.static_batching): offline only."""
     name = "transformers"
     distributions = ("transformers",)
+    conda_env = "vllm"   # vLLM's environment holds its torch and transformers
     reset_cache_path = None
     reset_cache_env: dict = {}
     fatal_lines: tuple = ()

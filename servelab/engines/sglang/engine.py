@@ -19,6 +19,7 @@ from servelab.engines.sglang import startup_log
 class SGLang(SGLangFacts):
     name = "sglang"
     distributions = ("sglang",)
+    conda_env = "sglang"   # its session jobs' environment: envs/sglang.yaml
     reset_cache_path = "/flush_cache"
     reset_cache_env: dict = {}
     # sglang/srt/managers/*: "Scheduler hit an exception: ...", likewise the detokenizer,

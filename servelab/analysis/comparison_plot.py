@@ -39,7 +39,11 @@ def figure(comparisons: pd.DataFrame, title: str):
     fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, 3.8 * rows + 0.8), squeeze=False)
     for ax, metric in zip(axes.flat, metrics):
         part = comparisons[comparisons["metric"] == metric]
-        names = ["\n".join(textwrap.wrap(f"{c} {lp}", 22)) for c, lp in zip(part["configuration"], part["load_point"])]
+        # one load point in the panel: said once in its title, not under every bar
+        single = part["load_point"].nunique() == 1
+        names = ["\n".join(textwrap.wrap(c if single else f"{c} {lp}", 22))
+                 for c, lp in zip(part["configuration"], part["load_point"])]
+        at = f" at {part['load_point'].iloc[0]}" if single and part["load_point"].iloc[0] != "the one load" else ""
         y = part["diff_pct"].astype(float).fillna(0.0).to_numpy()
         low, high = part["ci95_low_pct"].astype(float).to_numpy(), part["ci95_high_pct"].astype(float).to_numpy()
         colours = [COLOURS.get(str(v).split()[0], "tab:gray") for v in part["verdict"]]
@@ -58,7 +62,8 @@ def figure(comparisons: pd.DataFrame, title: str):
             ax.set_yscale("symlog", linthresh=100)
         better = part["better_when"].iloc[0]
         window = part["window"].iloc[0] if "window" in part else "whole run"
-        ax.set_title(f"{LABELS.get(metric, metric)}, {window} ({better} is better)", fontsize=10)
+        ax.set_title("\n".join(textwrap.wrap(f"{LABELS.get(metric, metric)}{at}, {window} ({better} is better)", 48)),
+                     fontsize=10)
         ax.set_ylabel("difference from the baseline (%)" + (", symlog" if extent > 1000 else ""))
         ax.set_xticks(range(len(part)), names, fontsize=7, rotation=30, ha="right")
     for ax in list(axes.flat)[len(metrics):]:

@@ -136,4 +136,7 @@ def test_the_figure_draws_no_empty_panel_no_zero_width_interval_and_keeps_extrem
     caps = [c for c in tps.containers if type(c).__name__ == "ErrorbarContainer"]
     assert len(caps) == 1 and len(caps[0].lines[2][0].get_segments()) == 1
     assert "whole run" in tps.get_title() and "each configuration against 'baseline'" in fig._suptitle.get_text()
+    # one load point in the panel: named once in its title, each bar by its configuration alone
+    assert [t.get_text() for t in tps.get_xticklabels()] == ["slow", "once"]
+    assert "at request_rate=4" in tps.get_title().replace("\n", " ")
     plt.close(fig)

@@ -9,6 +9,66 @@ NoEngine's facts: what the code assumed of such a name before these were facts."
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+GIB_MIB = 1024
+
+
+@dataclass(frozen=True)
+class MemoryShare:
+    """What an engine's memory knob gives a server on one GPU (servelab.fetch.capacity): the
+    knob and its value, the GiB it budgets for weights and KV cache (and activations, where
+    `reserved` holds them), and the KV cache's own GiB where a knob sets it outright."""
+    knob: str
+    fraction: float
+    budget_gib: float
+    reserved_gib: float
+    kv_gib: float | None = None
+
+
+# what vLLM's profiling run holds beside weights and KV cache (activations at the batch
+# budget, the sampler's logits, non-torch allocations), per GPU: the recordings' residue
+# was 0.06-0.59 GiB for dense Llama-3.1-8B at TP 1/2/4, 1.43 GiB for Mixtral-8x7B at TP 2
+VLLM_ACTIVATION_GIB = {"dense": 0.5, "moe": 1.5}
+VLLM_DEFAULT_FRACTION = 0.9
+# SGLang's fraction applies to the memory free before it loads weights: on an H100 80GB
+# 78.47 of 79.65 GiB (CUDA context and communicators hold the rest; recorded SGLang 0.5.17 logs)
+SGLANG_IN_USE_BEFORE_LOAD_GIB = 1.18
+
+
+def vllm_memory_share(memory_gib: float, knobs: dict, *, tp: int, pp: int, moe: bool) -> MemoryShare:
+    """gpu_memory_utilization's share of all the GPU's memory, activations within it; and
+    kv_cache_memory_bytes, where set, the KV cache's bytes outright (whatever the share)."""
+    fraction = float(knobs.get("gpu_memory_utilization") or VLLM_DEFAULT_FRACTION)
+    reserved = VLLM_ACTIVATION_GIB["moe" if moe else "dense"]
+    outright = float(knobs["kv_cache_memory_bytes"]) / 2 ** 30 if knobs.get("kv_cache_memory_bytes") else None
+    return MemoryShare("gpu_memory_utilization", fraction, fraction * memory_gib, reserved, outright)
+
+
+def sglang_own_fraction(memory_mib: float, knobs: dict, *, tp: int, pp: int) -> float:
+    """The mem_fraction_static SGLang 0.5 picks where a point gives none: the GPU's memory
+    less a reserve, in MiB, of 512, 1.5 a token of activations (its chunked prefill: 8192
+    tokens on a GPU of 35 to 160 GiB, 2048 below, 16384 above; a P/D decode server, which
+    prefills nothing, 2048), 2 a CUDA-graph batch size (up to 256) and 128 a GPU of the
+    replica; at least 10 GiB on a GPU over 60 GiB. Its logs on an H100 80GB: 0.835, and
+    0.874 for a decode server."""
+    default_chunk = 2048 if memory_mib < 35 * GIB_MIB else 8192 if memory_mib < 160 * GIB_MIB else 16384
+    chunk = 2048 if knobs.get("disaggregation_mode") == "decode" else \
+        int(knobs.get("chunked_prefill_size") or default_chunk)
+    if chunk <= 0:   # chunked prefill off: a whole prefill's tokens at once
+        chunk = int(knobs.get("max_prefill_tokens") or 16384)
+    reserve = 512 + 1.5 * max(chunk, 2048) + 2 * int(knobs.get("cuda_graph_max_bs") or 256) + 128 * tp * pp
+    if memory_mib > 60 * GIB_MIB:
+        reserve = max(reserve, 10 * GIB_MIB)
+    return round((memory_mib - reserve) / memory_mib, 3)
+
+
+def sglang_memory_share(memory_gib: float, knobs: dict, *, tp: int, pp: int, moe: bool) -> MemoryShare:
+    """mem_fraction_static's share of the memory left once it has started, for the weights and
+    the KV pool only (activations outside it); its own pick where a point gives none."""
+    fraction = float(knobs.get("mem_fraction_static") or sglang_own_fraction(memory_gib * GIB_MIB, knobs, tp=tp, pp=pp))
+    return MemoryShare("mem_fraction_static", fraction, fraction * (memory_gib - SGLANG_IN_USE_BEFORE_LOAD_GIB), 0.0)
+
 
 class VLLMFacts:
     # it runs as a server that a client sends requests to (else: offline points only)
@@ -21,6 +81,7 @@ class VLLMFacts:
     # gpu_memory_utilization's share of all the memory, activations within it, and
     # kv_cache_memory_bytes, where set, the KV cache's bytes outright)
     static_memory_fraction = False
+    memory_share = staticmethod(vllm_memory_share)   # what its memory knob gives a server on one GPU
     # its client's generator of prompt groups sharing a prefix (a `shared_prefix` workload,
     # servelab.config.workloads): its --dataset-name, and the knob that carries each field
     shared_prefix_dataset = "prefix_repetition"
@@ -68,6 +129,7 @@ class SGLangFacts:
     serves = True
     kv_capacity_sized = True
     static_memory_fraction = True
+    memory_share = staticmethod(sglang_memory_share)
     shared_prefix_dataset = "generated-shared-prefix"
     shared_prefix_knobs = {"groups": "gsp_num_groups", "prompts_per_group": "gsp_prompts_per_group",
                            "shared_len": "gsp_system_prompt_len", "suffix_len": "gsp_question_len",
@@ -94,6 +156,7 @@ class NoEngine:
     serves = False
     kv_capacity_sized = False
     static_memory_fraction = False
+    memory_share = staticmethod(vllm_memory_share)
     shared_prefix_dataset = VLLMFacts.shared_prefix_dataset
     shared_prefix_knobs = VLLMFacts.shared_prefix_knobs
     trace_layout_unwired = False

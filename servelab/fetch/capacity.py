@@ -2,16 +2,13 @@
 KV cache's bytes per token, how many tokens (and max_model_len sequences) its memory
 fraction leaves for the KV cache, and whether the engine can start at all.
 
-The arithmetic is the engines' own budget:
-- vLLM: gpu_memory_utilization x the GPU's memory, less the weights on that GPU and the
-  activations' peak that its profiling run reserves; the rest is KV cache, refused at
-  start-up when nothing is left or less than one max_model_len sequence fits;
-- SGLang: mem_fraction_static x the GPU memory free before it loads, less the weights
-  (activations live outside that fraction); without the knob, the fraction SGLang picks
-  from the GPU's memory and the server's role (`sglang_own_fraction`);
-- vllm-cpu: VLLM_CPU_KVCACHE_SPACE GiB of KV cache beside the weights in host memory.
-Constants (`ACTIVATION_GIB`, `SGLANG_IN_USE_BEFORE_LOAD_GIB`) come from the recorded GPU runs
-(tests/data/recorded_gpu, docs/capacity-plan.md), where the plan's error is stated.
+The arithmetic is the engines' own budget, each engine's memory rule declared with its facts
+(servelab.config.engine_facts: `memory_share`, its constants from the recorded GPU runs,
+docs/capacity-plan.md, where the plan's error is stated): what its memory knob budgets, less
+the weights on that GPU (and, where the budget holds them, the activations' peak); the rest
+is KV cache, refused at start-up when nothing is left or less than one max_model_len sequence
+fits. On the CPU (vllm-cpu): VLLM_CPU_KVCACHE_SPACE GiB of KV cache beside the weights in host
+memory.
 """
 
 from __future__ import annotations
@@ -30,14 +27,6 @@ from servelab.machine import host_memory_gib, visible_gpus
 GIB = 2 ** 30
 GPU_SPECS = Path(__file__).resolve().parents[2] / "resources" / "gpus.yaml"
 DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "half": 2, "float32": 4, "float": 4, "auto": None}
-# what vLLM's profiling run holds beside weights and KV cache (activations at the batch
-# budget, the sampler's logits, non-torch allocations), per GPU: the recordings' residue
-# was 0.06-0.59 GiB for dense Llama-3.1-8B at TP 1/2/4, 1.43 GiB for Mixtral-8x7B at TP 2
-ACTIVATION_GIB = {"dense": 0.5, "moe": 1.5}
-VLLM_DEFAULT_FRACTION = 0.9
-# SGLang's fraction applies to the memory free before it loads weights: on an H100 80GB
-# 78.47 of 79.65 GiB (CUDA context and communicators hold the rest; recorded SGLang 0.5.17 logs)
-SGLANG_IN_USE_BEFORE_LOAD_GIB = 1.18
 # the plan's own error in KV tokens against what the engines reported: -0.9 to +4.0 % on
 # the recorded H100 and H200 tables (docs/capacity-plan.md). A point short of one
 # max_model_len sequence by less than this is warned, not refused: the engine may hold it.
@@ -132,24 +121,6 @@ def kv_bytes_per_token(config: dict, knobs: dict, tp: int, pp: int) -> int:
     return 2 * layers * max(1, -(-kv_heads // tp)) * head_dim * width
 
 
-def sglang_own_fraction(memory_mib: float, knobs: dict, *, tp: int, pp: int) -> float:
-    """The mem_fraction_static SGLang 0.5 picks where a point gives none: the GPU's memory
-    less a reserve, in MiB, of 512, 1.5 a token of activations (its chunked prefill: 8192
-    tokens on a GPU of 35 to 160 GiB, 2048 below, 16384 above; a P/D decode server, which
-    prefills nothing, 2048), 2 a CUDA-graph batch size (up to 256) and 128 a GPU of the
-    replica; at least 10 GiB on a GPU over 60 GiB. Its logs on an H100 80GB: 0.835, and
-    0.874 for a decode server."""
-    default_chunk = 2048 if memory_mib < 35 * 1024 else 8192 if memory_mib < 160 * 1024 else 16384
-    chunk = 2048 if knobs.get("disaggregation_mode") == "decode" else \
-        int(knobs.get("chunked_prefill_size") or default_chunk)
-    if chunk <= 0:   # chunked prefill off: a whole prefill's tokens at once
-        chunk = int(knobs.get("max_prefill_tokens") or 16384)
-    reserve = 512 + 1.5 * max(chunk, 2048) + 2 * int(knobs.get("cuda_graph_max_bs") or 256) + 128 * tp * pp
-    if memory_mib > 60 * 1024:
-        reserve = max(reserve, 10 * 1024)
-    return round((memory_mib - reserve) / memory_mib, 3)
-
-
 def plan_point(config: dict, engine: str, knobs: dict, *, memory_gib: float, memory_name: str,
                device: str = "gpu", env: dict | None = None) -> PointPlan:
     """The plan of one server point with `memory_gib` per GPU (the host's on the CPU)."""
@@ -166,22 +137,11 @@ def plan_point(config: dict, engine: str, knobs: dict, *, memory_gib: float, mem
         why = None if weights + kv_gib <= memory_gib else \
             f"weights {weights:.2f} GiB + KV cache {kv_gib:g} GiB (VLLM_CPU_KVCACHE_SPACE) exceed {what}"
     else:
-        moe = "moe" if routed_experts(config) > 1 else "dense"
-        static = facts.of(engine).static_memory_fraction   # SGLang's mem_fraction_static, else vLLM's rule
-        if static:
-            fraction = float(knobs.get("mem_fraction_static")
-                             or sglang_own_fraction(memory_gib * 1024, knobs, tp=tp, pp=pp))
-            knob, reserved = "mem_fraction_static", 0.0
-            budget = fraction * (memory_gib - SGLANG_IN_USE_BEFORE_LOAD_GIB)
-        else:
-            fraction = float(knobs.get("gpu_memory_utilization") or VLLM_DEFAULT_FRACTION)
-            knob, reserved = "gpu_memory_utilization", ACTIVATION_GIB[moe]
-            budget = fraction * memory_gib
+        share = facts.of(engine).memory_share(memory_gib, knobs, tp=tp, pp=pp, moe=routed_experts(config) > 1)
+        fraction, knob, reserved, budget = share.fraction, share.knob, share.reserved_gib, share.budget_gib
         kv_gib = budget - weights - reserved
-        if not static and knobs.get("kv_cache_memory_bytes"):
-            # vLLM then sizes its KV cache to that, per GPU, whatever the memory fraction
-            kv_gib = float(knobs["kv_cache_memory_bytes"]) / GIB
-            budget, knob = weights + reserved + kv_gib, "kv_cache_memory_bytes"
+        if share.kv_gib is not None:   # the engine then sizes its KV cache to that, per GPU
+            kv_gib, budget, knob = share.kv_gib, weights + reserved + share.kv_gib, "kv_cache_memory_bytes"
         why = None if kv_gib > 0 else (
             f"no memory for the KV cache: {knob} {fraction:g} x {what} = {budget:.1f} GiB, less weights "
             f"{weights:.2f} GiB per GPU" + (f" and ~{reserved:g} GiB of activations" if reserved else "")

@@ -22,6 +22,8 @@ EXPECTED = {
     "serves": (True, True, False, False),
     "kv_capacity_sized": (True, True, False, False),
     "static_memory_fraction": (False, True, False, False),
+    "memory_share": (facts.vllm_memory_share, facts.sglang_memory_share, facts.vllm_memory_share,
+                     facts.vllm_memory_share),
     "shared_prefix_dataset": ("prefix_repetition", "generated-shared-prefix", "prefix_repetition",
                               "prefix_repetition"),
     "shared_prefix_knobs": (VLLM_SHARED_PREFIX, SGLANG_SHARED_PREFIX, VLLM_SHARED_PREFIX, VLLM_SHARED_PREFIX),

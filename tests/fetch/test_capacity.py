@@ -7,6 +7,7 @@ import pytest
 
 from conftest import REPO, load_config
 from servelab import machine
+from servelab.config import engine_facts
 from servelab.fetch import capacity
 from servelab.fetch.capacity import kv_bytes_per_token, weight_bytes
 from servelab.fetch.model_facts import decoder_params
@@ -88,7 +89,7 @@ def test_sglangs_own_fraction_is_the_one_its_logs_give(gpu, knobs, logged):
     tests/data/recorded_gpu, with none given: the decode server of a P/D pair reserves no
     prefill activations, so only the 10 GiB floor is held back. (One earlier start,
     sglang0517_h100_server.log, logged 0.83 with the same arguments: 0.6 % fewer tokens.)"""
-    assert capacity.sglang_own_fraction(capacity.gpu_memory_mib(gpu), knobs, tp=1, pp=1) == logged
+    assert engine_facts.sglang_own_fraction(capacity.gpu_memory_mib(gpu), knobs, tp=1, pp=1) == logged
 
 
 def test_the_8b_shape_at_five_percent_of_an_h100_is_refused_with_its_numbers():

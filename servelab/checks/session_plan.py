@@ -11,14 +11,12 @@ from __future__ import annotations
 from servelab.checks import cross_checks
 from servelab.config import engine_groups
 from servelab.config import experiments as ex
-from servelab.config import workloads
+from servelab.config import measurement, workloads
 from servelab.fetch import dummy_weights
 from servelab.serve.topology import topology_gpus
 
 Session = tuple[str, str]   # (experiment, server point)
 
-MEASUREMENT_KEYS = ("repeats", "warmup_prompts", "reset_prefix_cache", "drift_check", "grace_s", "warmup_load_s",
-                    "repeat_until", "record_conditions")
 # minutes a session job may take (a cluster's time limit; the profile may override):
 # a server's model load + CUDA graph capture + the whole load sweep, or offline
 # benchmarks that each start an engine
@@ -101,7 +99,7 @@ class SessionPlan:
             "monitors": cross_checks.active_monitors(config, exp),
             # how its points are measured: the experiment's setting, else the run's
             # (a named configuration may set its own record_conditions: the record's overhead)
-            "measurement": {**{k: exp.get(k, config.get(k)) for k in MEASUREMENT_KEYS if k in exp or k in config},
+            "measurement": {**{k: exp.get(k, config.get(k)) for k in measurement.KEYS if k in exp or k in config},
                             **({ex.RECORD_KNOB: knobs[ex.RECORD_KNOB]} if ex.RECORD_KNOB in knobs else {})},
             "load_search": ({**exp["search"]["load"], "slo": exp["search"]["slo"]} if exp.get("search") else None),
             # measured in interleaved rounds with the experiment's other configurations (servelab/serve/rounds.py)

@@ -5,12 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 
+from servelab.config import measurement as settings
 from servelab.engines.registry import ENGINES
 
 
-MEASUREMENT_DEFAULTS = {"repeats": 1, "warmup_prompts": 8, "reset_prefix_cache": True, "drift_check": True,
-                        "grace_s": 10.0, "warmup_load_s": 0.0, "repeat_until": None,
-                        "record_conditions": True}
 
 
 @dataclass
@@ -59,7 +57,7 @@ class SessionSpec:
                    **{k: v for k, v in params.items() if k in names}, **given)
 
     def setting(self, key: str):
-        return {**MEASUREMENT_DEFAULTS, **self.measurement}[key]
+        return {**settings.defaults(), **self.measurement}[key]
 
     @property
     def warmup_prompts(self) -> int:

@@ -39,9 +39,10 @@ def figure(comparisons: pd.DataFrame, title: str):
     fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, 3.8 * rows + 0.8), squeeze=False)
     for ax, metric in zip(axes.flat, metrics):
         part = comparisons[comparisons["metric"] == metric]
-        # one load point in the panel: said once in its title, not under every bar
+        # what every bar of the panel shares is said once (its title, or the figure's), not under each bar
         single = part["load_point"].nunique() == 1
-        names = ["\n".join(textwrap.wrap(c if single else f"{c} {lp}", 22))
+        one_config = part["configuration"].nunique() == 1 and not single
+        names = ["\n".join(textwrap.wrap(lp if one_config else c if single else f"{c} {lp}", 22))
                  for c, lp in zip(part["configuration"], part["load_point"])]
         at = f" at {part['load_point'].iloc[0]}" if single and part["load_point"].iloc[0] != "the one load" else ""
         y = part["diff_pct"].astype(float).fillna(0.0).to_numpy()
@@ -60,6 +61,9 @@ def figure(comparisons: pd.DataFrame, title: str):
         extent = np.nanmax(np.abs(np.concatenate([y, low[has], high[has]]))) if len(y) else 0
         if extent > 1000:   # a +1e5 % TTFT beside -3 % throughput: linear near 0, log beyond +-100 %
             ax.set_yscale("symlog", linthresh=100)
+            # every bar and interval inside the axes, zero included (autoscaling cut a -84 % bar off)
+            seen = np.concatenate([y, low[has], high[has], [0.0]])
+            ax.set_ylim(symlog_limit(float(np.nanmin(seen)), -1), symlog_limit(float(np.nanmax(seen)), 1))
         better = part["better_when"].iloc[0]
         window = part["window"].iloc[0] if "window" in part else "whole run"
         ax.set_title("\n".join(textwrap.wrap(f"{LABELS.get(metric, metric)}{at}, {window} ({better} is better)", 48)),
@@ -69,10 +73,18 @@ def figure(comparisons: pd.DataFrame, title: str):
     for ax in list(axes.flat)[len(metrics):]:
         ax.axis("off")
     legend = legend_text(comparisons)
+    if comparisons["configuration"].nunique() == 1 < comparisons["load_point"].nunique():   # named under no bar
+        legend = f"{comparisons['configuration'].iloc[0]}: " + legend
     # wrapped to the figure's width: the method's words would run off its edges
     fig.suptitle(title + "\n" + "\n".join(textwrap.wrap(legend, 60 * cols)), fontsize=9)
     fig.tight_layout()
     return fig
+
+
+def symlog_limit(value: float, side: int) -> float:
+    """An axis limit just past `value` on its `side` (-1 below, 1 above) of a symlog axis that
+    is linear within +-100 %: twice it beyond, 25 points past it within."""
+    return 2 * value if value * side > 100 else value + 25 * side
 
 
 def figure_of_none(title: str):

@@ -140,3 +140,22 @@ def test_the_figure_draws_no_empty_panel_no_zero_width_interval_and_keeps_extrem
     assert [t.get_text() for t in tps.get_xticklabels()] == ["slow", "once"]
     assert "at request_rate=4" in tps.get_title().replace("\n", " ")
     plt.close(fig)
+
+
+def test_a_symlog_panel_shows_every_bar_and_one_configuration_is_named_once():
+    """week11 in the default: one configuration at two loads, ITL p99 -84 % beside an interval
+    up to +5e8 %: the bar below zero was cut off, and the long name wrapped under each bar."""
+    import matplotlib.pyplot as plt
+
+    compared = pd.DataFrame([
+        {"metric": "itl_p99_ms", "configuration": "speculative_config=method=ngram", "load_point": load,
+         "diff_pct": diff, "ci95_low_pct": low, "ci95_high_pct": high, "verdict": "undecided",
+         "better_when": "lower", "window": "whole run", "baseline": "none", "method": "paired"}
+        for load, diff, low, high in (("request_rate=4.0", 623.0, -64.9, 14785.0),
+                                      ("request_rate=inf", -84.3, -100.0, 5.35e8))])
+    fig = comparison_plot.figure(compared, "Week 11")
+    ax = fig.axes[0]
+    assert ax.get_yscale() == "symlog" and ax.get_ylim()[0] < -100 and ax.get_ylim()[1] >= 5.35e8
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["request_rate=4.0", "request_rate=inf"]
+    assert "speculative_config=method=ngram:" in fig._suptitle.get_text()
+    plt.close(fig)

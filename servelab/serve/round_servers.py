@@ -82,9 +82,14 @@ def start_together(arms: list[Arm], store: PointStore, hardware: dict, tmpdir: s
     h200_20261207_rounds). A server that fails to start fails its own points (data)."""
     todo = [a for a in arms if a.launch is None and a.missing and not a.out]
     log(f"starting {len(todo)} server(s) at once: {', '.join(a.spec.server_point for a in todo)}")
+    launched = []
     for arm in todo:
-        launch_server(arm, store, hardware, tmpdir, stack, together=True)
-    for arm in todo:
+        try:
+            launch_server(arm, store, hardware, tmpdir, stack, together=True)
+            launched.append(arm)
+        except ServerError as exc:   # as a start at its turn would: its own points fail
+            failed(arm, exc)
+    for arm in launched:
         try:
             ready(arm)
         except ServerError as exc:

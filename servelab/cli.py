@@ -41,7 +41,7 @@ def plan(rest: list[str]) -> int:
 
 
 def prebuild_jit(rest: list[str]) -> int:
-    from servelab.serve import jit_prebuild as module
+    from servelab.serve import jit_builds as module
 
     return module.main(rest)
 

@@ -127,7 +127,7 @@ def test_each_engine_is_a_folder_behind_the_registrys_face():
     for name, engine in ENGINES.items():
         assert type(engine).__module__.endswith(".engine"), name
     shared = {p.stem for p in engines.glob("*.py")} - {"__init__"}
-    assert shared == {"registry", "commands", "environment", "offline_plan", "server_log", "prestart",
+    assert shared == {"registry", "face", "commands", "environment", "offline_plan", "server_log", "prestart",
                       "zygote", "zygote_process"}
     assert {p.name for p in engines.iterdir() if p.is_dir() and p.name != "__pycache__"} == folders | {"clients"}
 

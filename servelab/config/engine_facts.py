@@ -106,9 +106,6 @@ class VLLMFacts:
     # its start compiles into a cache keyed by the compile key, so that starts pass the
     # compile gate (servelab.run.compile_gate)
     compile_cache = True
-    # its start JIT-builds FlashInfer modules (sampling, trtllm all-reduce) that
-    # servelab.serve.jit_prebuild builds first, with no GPU held
-    prebuilds_flashinfer = True
     # its server can be started before the job holds its GPUs, and wait for them imported
     # (servelab.engines.prestart)
     defers_start = True
@@ -141,7 +138,6 @@ class SGLangFacts:
     pd_side_channel_env = None
     pd_bootstrap_port_knob = "disaggregation_bootstrap_port"
     compile_cache = False
-    prebuilds_flashinfer = False
     defers_start = False
     torch_profiler = False
     release_flags = True
@@ -166,7 +162,6 @@ class NoEngine:
     pd_side_channel_env = None
     pd_bootstrap_port_knob = None
     compile_cache = False
-    prebuilds_flashinfer = False
     defers_start = False
     torch_profiler = False
     release_flags = False

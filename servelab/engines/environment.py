@@ -11,6 +11,9 @@ import importlib.util
 import os
 import sys
 from importlib import metadata
+from pathlib import Path
+
+from servelab.run import caches, provenance
 
 
 def engine_paths(env: dict | None) -> list[str]:
@@ -40,3 +43,15 @@ def installed_version(names: tuple[str, ...] | list[str], env: dict | None = Non
         for dist in metadata.distributions(name=name, path=path):
             return dist.version
     return None
+
+
+def engine_cache_env(engine: str, cache_root: str | Path, env: dict | None = None) -> dict[str, str]:
+    """Engine caches under the workflow's cache directory, keyed by engine release, torch
+    and device (servelab.run.caches): a next start of a shape on the same stack skips its
+    compilation, and no other stack ever reads its entries."""
+    from servelab.engines.registry import ENGINES   # the registry imports the engines, which import this
+
+    device = (provenance.gpu_models() or [provenance.cpu_model()])[0]
+    key = caches.stack_key(engine, installed_version(ENGINES[engine].distributions, env),
+                           installed_version(("torch",), env), device)
+    return caches.cache_env(cache_root, key)

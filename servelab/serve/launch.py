@@ -17,10 +17,11 @@ from typing import Callable
 from servelab.atomic import write_text
 from servelab.config.experiments import EVAL_KNOB, gpus_needed, point_id
 from servelab.config import engine_facts as facts
-from servelab.engines import commands, environment, prestart, zygote
+from servelab.engines import commands, prestart, zygote
+from servelab.engines.environment import engine_cache_env  # noqa: F401 (the session rule's)
 from servelab.engines.vllm import fusion_size
 from servelab.engines.registry import ENGINES
-from servelab.run import caches, provenance
+from servelab.run import provenance
 from servelab.run.compile_gate import CompileGate
 from servelab.run.gpu_claims import JobGpus
 from servelab.serve import failure, monitors, topology
@@ -49,16 +50,6 @@ def server_env(spec: SessionSpec, tmpdir: str) -> dict:
     root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
     return env
-
-
-def engine_cache_env(engine: str, cache_root: str | Path, env: dict | None = None) -> dict[str, str]:
-    """Engine caches under the workflow's cache directory, keyed by engine release, torch
-    and device (servelab.run.caches): a next start of a shape on the same stack skips its
-    compilation, and no other stack ever reads its entries."""
-    device = (provenance.gpu_models() or [provenance.cpu_model()])[0]
-    key = caches.stack_key(engine, environment.installed_version(ENGINES[engine].distributions, env),
-                           environment.installed_version(("torch",), env), device)
-    return caches.cache_env(cache_root, key)
 
 
 def new_session_dir(spec: SessionSpec) -> tuple[str, Path]:

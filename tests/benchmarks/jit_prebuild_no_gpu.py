@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 from servelab.checks.validate import load_configs
-from servelab.serve import jit_prebuild
+from servelab.engines.vllm import jit_prebuild
 
 ROOT = Path(__file__).resolve().parents[2]
 cache, modules = sys.argv[1], sys.argv[2:] or list(jit_prebuild.MODULES)

@@ -162,7 +162,7 @@ def test_a_dry_run_on_two_gpus_lists_what_it_leaves_out_and_builds_no_job_for_it
     # claims a GPU, while its pre-started server imports: no job of the DAG comes first
     # (tests/run/test_single_node.py runs it; under SLURM the jobs do: tests/config/test_course.py)
     assert "rule prebuild_jit:" not in jobs
-    assert not any("flashinfer-prebuilt" in block.split("output:")[0] for block in sessions)
+    assert not any("jit-prebuilt" in block.split("output:")[0] for block in sessions)
 
 
 @pytest.mark.parametrize("argv, asked", [

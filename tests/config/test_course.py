@@ -59,7 +59,7 @@ def test_slurm_profile_dry_run_lists_every_experiment_with_its_gpus(tmp_path, co
     course = course_config["experiments"]
     tp2 = {name for name, exp in course.items()
            if ((exp.get("server") or {}).get("args") or {}).get("tensor_parallel_size") == 2}
-    waits = {(name, sp): tuple(m for m in ("sampling", "trtllm_comm") if f"flashinfer-prebuilt/{m}.json" in job["input"])
+    waits = {(name, sp): tuple(m for m in ("sampling", "trtllm_comm") if f"jit-prebuilt/vllm/{m}.json" in job["input"])
              for (name, sp), job in sessions.items()}
     assert waits == {(name, sp): ("sampling", "trtllm_comm") if re.search(r"tensor_parallel_size=[24]", sp) or name in tp2
                      else ("sampling",) if course[name].get("engine") == "vllm" else () for name, sp in waits}

@@ -34,7 +34,6 @@ EXPECTED = {
     "pd_side_channel_env": ("VLLM_NIXL_SIDE_CHANNEL_PORT", None, None, None),
     "pd_bootstrap_port_knob": (None, "disaggregation_bootstrap_port", None, None),
     "compile_cache": (True, False, False, False),
-    "prebuilds_flashinfer": (True, False, False, False),
     "defers_start": (True, False, False, False),
     "torch_profiler": (True, False, False, False),
     "release_flags": (True, True, False, False),

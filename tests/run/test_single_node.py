@@ -118,7 +118,7 @@ def test_a_job_waiting_for_its_gpu_pre_started_its_server(single_node_run):
 
 def test_each_session_saw_to_flashinfers_builds_before_its_claim_and_no_dag_job_did(single_node_run):
     # on one machine a vLLM session builds the JIT modules its start needs before it claims a
-    # GPU, while its pre-started server imports (servelab.serve.jit_prebuild.build_before_claim).
+    # GPU, while its pre-started server imports (servelab.serve.jit_builds.build_before_claim).
     # Here flashinfer is absent (vLLM's CPU build): nothing is built, and the markers say so.
     # The first session to look builds (FlashInfer's lock makes a second wait); later ones
     # find the markers and claim at once.
@@ -126,7 +126,7 @@ def test_each_session_saw_to_flashinfers_builds_before_its_claim_and_no_dag_job_
     assert not (work / "logs/prebuild_jit").exists()
     made = {}
     for module in ("sampling", "trtllm_comm"):   # the TP=2 start's all-reduce too (trtllm: config.yaml)
-        path = work / f".cache/flashinfer-prebuilt/{module}.json"
+        path = work / f".cache/jit-prebuilt/vllm/{module}.json"
         marker = json.loads(path.read_text())
         assert marker["ok"] is True and marker["modules"] == {module: "not built: flashinfer not importable"}
         made[module] = datetime.fromtimestamp(path.stat().st_mtime).replace(microsecond=0)

@@ -42,7 +42,7 @@ def test_waiting_for_gpus_is_a_term_of_its_own_not_the_sessions_overhead():
             "+ stopping 0s + other; wall / (start-ups + benchmark runs) = 1.060; waited 545s for GPUs (not in wall)") in text
     # the run line stays the whole story: its wall holds the waiting
     assert "run: wall 900s for 300s of session wall" in text
-    # so is a session's build of FlashInfer's JIT before its claim (servelab.serve.jit_prebuild)
+    # so is a session's build of FlashInfer's JIT before its claim (servelab.serve.jit_builds)
     sessions[0]["jit_build_s"] = 93.0
     assert ("waited 545s for GPUs (not in wall); built FlashInfer's JIT 93s before claiming GPUs, none held "
             "(not in wall)") in timing.summary(sessions)

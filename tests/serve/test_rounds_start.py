@@ -11,7 +11,7 @@ from conftest import REPO
 from servelab.checks import cross_checks
 from servelab.checks.session_plan import SessionPlan
 from servelab.serve import rounds
-from servelab.serve.launch import engine_cache_env
+from servelab.engines.environment import engine_cache_env
 from servelab.serve.session_spec import SessionSpec
 
 

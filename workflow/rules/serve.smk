@@ -2,19 +2,19 @@
 # (results/{experiment}/store): a rerun caused by a new client point measures
 # only that point.
 from servelab.engines.registry import ENGINES
-from servelab.serve import jit_prebuild
 
-# FlashInfer's JIT modules that the run's vLLM starts would build while holding their GPUs
-# (servelab/serve/jit_prebuild.py): each built once per box and cache, before a vLLM
-# session that needs it claims a GPU. None on the CPU.
-JIT_MARKER = f"{config['paths']['cache']}/flashinfer-prebuilt/{{module}}.json"
+# JIT modules that the run's engine starts would build while holding their GPUs (each engine's
+# face says which: vLLM's FlashInfer modules; servelab/serve/jit_builds.py): each built once per
+# box and cache, before a session that needs it claims a GPU. None on the CPU.
+JIT_MARKER = f"{config['paths']['cache']}/jit-prebuilt/{{engine}}/{{module}}.json"
 
 
 def jit_markers(wildcards):
-    if config["device"] == "cpu":
+    exp = EXPERIMENTS[wildcards.experiment]
+    if config["device"] == "cpu" or not exp.get("server"):
         return {}
-    modules = jit_prebuild.point_modules(config, EXPERIMENTS[wildcards.experiment], server_knobs(wildcards))
-    return {module: JIT_MARKER.format(module=module) for module in modules}
+    modules = ENGINES[exp["engine"]].jit_modules(config, exp, server_knobs(wildcards))
+    return {module: JIT_MARKER.format(engine=exp["engine"], module=module) for module in modules}
 
 
 def builds_in_session():
@@ -98,10 +98,11 @@ rule prebuild_jit:
     output:
         JIT_MARKER,
     wildcard_constraints:
-        module=names_regex(jit_prebuild.MODULES),
+        engine=names_regex([name for name, face in ENGINES.items() if face.jit_module_names]),
+        module=names_regex({m for face in ENGINES.values() for m in face.jit_module_names}),
     log:
-        "logs/prebuild_jit/{module}.log",
-    priority: 1000   # first: the vLLM sessions wait for it (no `gpu` resource: it holds none)
+        "logs/prebuild_jit/{engine}/{module}.log",
+    priority: 1000   # first: the sessions wait for it (no `gpu` resource: it holds none)
     # (under SLURM; on one machine the sessions build what they need: builds_in_session)
     script:
         "../scripts/prebuild_jit.py"

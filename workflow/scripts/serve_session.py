@@ -7,7 +7,7 @@ import os
 from servelab.checks import cross_checks
 from servelab.run.gpu_claims import JobGpus
 from servelab.run.joblog import tee_stderr
-from servelab.serve import jit_prebuild, rounds
+from servelab.serve import jit_builds, rounds
 from servelab.serve.launch import engine_cache_env, log
 from servelab.serve.session import run
 from servelab.serve.session_spec import SessionSpec
@@ -48,10 +48,10 @@ with tee_stderr(snakemake.log[0]):
         # on one machine (no SLURM): GPUs disjoint from the other running jobs', claimed once the
         # engine has imported where it can start before (servelab.engines.prestart)
         with JobGpus(int(getattr(snakemake.resources, "gpu", 0) or 0), progress=log) as gpus:
-            # FlashInfer's JIT modules its vLLM start needs, built with no GPU held while a
+            # the JIT modules its engine's start needs, built with no GPU held while a
             # pre-started server imports (on one machine; under SLURM a job of the DAG built them)
             jit = snakemake.params.jit
-            before_claim = (lambda: jit_prebuild.build_before_claim(snakemake.config, jit, progress=log)) \
+            before_claim = (lambda: jit_builds.build_before_claim(spec.engine, snakemake.config, jit, progress=log)) \
                 if jit else None
             run(spec, snakemake.output[0], retry_failed=retry, guests=guests, gpus=gpus,
                 cold_at_once=snakemake.config.get("cold_starts_at_once"), before_claim=before_claim)

@@ -7,9 +7,10 @@ import sys
 
 from servelab.config.engine_facts import TransformersFacts
 from servelab.engines import commands
+from servelab.engines.face import EngineFace
 
 
-class Transformers(TransformersFacts):
+class Transformers(TransformersFacts, EngineFace):
     """HF transformers `generate` in static batches (servelab.engines.hf.static_batching): offline only."""
     name = "transformers"
     distributions = ("transformers",)

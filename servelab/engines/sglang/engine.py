@@ -13,10 +13,11 @@ from pathlib import Path
 
 from servelab.config.engine_facts import SGLangFacts
 from servelab.engines import commands
+from servelab.engines.face import EngineFace
 from servelab.engines.sglang import startup_log
 
 
-class SGLang(SGLangFacts):
+class SGLang(SGLangFacts, EngineFace):
     name = "sglang"
     distributions = ("sglang",)
     conda_env = "sglang"   # its session jobs' environment: envs/sglang.yaml

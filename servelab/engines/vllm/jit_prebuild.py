@@ -1,5 +1,5 @@
-"""`servelab prebuild-jit`: build FlashInfer's JIT modules that vLLM's starts would build
-on first use, before any session holds a GPU. nvcc needs no GPU, and a start that finds
+"""FlashInfer's JIT modules that vLLM's starts would build on first use, built before any
+session holds a GPU (`servelab prebuild-jit`, servelab.serve.jit_builds). nvcc needs no GPU, and a start that finds
 its module built (ninja: nothing to do) loads it at once.
 
 On a fresh box, vLLM 0.26 on CUDA builds, while holding its GPUs:
@@ -13,11 +13,11 @@ On a fresh box, vLLM 0.26 on CUDA builds, while holding its GPUs:
   from vLLM 0.26's code path, not yet measured on a GPU.
 
 On one machine (no SLURM) each vLLM session builds what its start needs itself, before it
-claims a GPU, while its pre-started server imports (`build_before_claim`): the imports and
+claims a GPU, while its pre-started server imports (servelab.serve.jit_builds): the imports and
 the build overlap, and a fresh box's first start no longer waits for both in turn. Under
 SLURM a job holds its GPUs from its start, so the DAG's `prebuild_jit` jobs build first.
 
-Built with the sessions' own environment (servelab.serve.launch.engine_cache_env: the
+Built with the sessions' own environment (servelab.engines.environment.engine_cache_env: the
 same FLASHINFER_WORKSPACE_BASE under the workflow's cache, keyed by vLLM, torch and GPU)
 and for the architectures the starts detect (nvidia-smi's compute capabilities, or
 FLASHINFER_CUDA_ARCH_LIST where set), so the modules land where the starts look. Run it
@@ -26,16 +26,14 @@ on the box the sessions run on: the cache key names its GPU.
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
-from servelab.config.experiments import enabled_experiments, point_env, server_points
-from servelab.config import engine_facts as facts
+from servelab.config.experiments import point_env
+from servelab.engines.environment import engine_cache_env, importable
 from servelab.run import provenance
 
 # module name -> (its FlashInfer generator's module, function)
@@ -60,9 +58,7 @@ def off(value) -> bool:
 def point_modules(config: dict, exp: dict, knobs: dict) -> list[str]:
     """The modules one server point's vLLM start builds: `sampling` unless FlashInfer's
     sampler is off in its environment; `trtllm_comm` where it has tensor parallelism
-    under the trtllm all-reduce backend. None for other engines."""
-    if not facts.of(exp.get("engine")).prebuilds_flashinfer or not exp.get("server"):
-        return []
+    under the trtllm all-reduce backend."""
     engine_env = (config.get("engines", {}).get("vllm") or {}).get("env") or {}
     env = {**engine_env, **(exp["server"].get("env") or {}), **point_env(knobs)}
     needed = []
@@ -73,18 +69,8 @@ def point_modules(config: dict, exp: dict, knobs: dict) -> list[str]:
     return needed
 
 
-def modules_for(config: dict) -> list[str]:
-    """The modules the run's vLLM starts build, over every server point of its experiments."""
-    needed = {module for name in enabled_experiments(config)
-              for knobs in server_points(config["experiments"].get(name) or {}).values()
-              for module in point_modules(config, config["experiments"].get(name) or {}, knobs)}
-    return [m for m in MODULES if m in needed]
-
-
 def build_env(config: dict) -> dict[str, str]:
     """The environment of a vLLM session's engine, as far as FlashInfer's build reads it."""
-    from servelab.serve.launch import engine_cache_env
-
     engine_env = {k: str(v) for k, v in ((config.get("engines", {}).get("vllm") or {}).get("env") or {}).items()}
     cache_root = config.get("paths", {}).get("cache", ".cache")
     env = {**os.environ, **engine_cache_env("vllm", cache_root, engine_env), **engine_env}
@@ -108,19 +94,16 @@ def build_one(module: str, env: dict, python: str = sys.executable) -> tuple[str
     return module, True, f"{seconds} s, in {build_dir}"
 
 
-def prebuild(config: dict, modules: list[str] | None = None, progress=print) -> dict:
-    """Build `modules` (default: modules_for(config)) side by side. Returns what happened:
+def prebuild(config: dict, modules: list[str], progress=print) -> dict:
+    """Build `modules` side by side. Returns what happened:
     {"ok": every module built (or none needed), "modules": {module: what}, "workspace",
     "seconds"}; a module that failed here is built by the starts themselves."""
-    from servelab.engines import environment
-
-    modules = modules_for(config) if modules is None else modules
     env = build_env(config)
     done = {"ok": True, "modules": {}, "workspace": env.get("FLASHINFER_WORKSPACE_BASE"), "seconds": 0.0}
     if not modules:
         progress("servelab prebuild-jit: no vLLM start of this config builds a FlashInfer module")
         return done
-    if not environment.importable("flashinfer", env):
+    if not importable("flashinfer", env):
         progress("servelab prebuild-jit: flashinfer is not importable where vLLM runs here: nothing to build "
                  "(vLLM's CPU build has none)")
         done["modules"] = {m: "not built: flashinfer not importable" for m in modules}
@@ -137,53 +120,3 @@ def prebuild(config: dict, modules: list[str] | None = None, progress=print) -> 
     progress(f"servelab prebuild-jit: done in {done['seconds']:.0f} s"
              + ("" if done["ok"] else "; the starts build what failed here themselves"))
     return done
-
-
-def write_marker(path: str | Path, done: dict) -> None:
-    """The marker of a module's build (rule prebuild_jit's output): what was built where."""
-    from servelab.atomic import atomic_path
-
-    with atomic_path(path) as tmp:
-        tmp.write_text(json.dumps(done, indent=1) + "\n")
-
-
-def build_before_claim(config: dict, markers: dict[str, str], progress=print) -> float:
-    """Build the modules of `markers` ({module: marker path}) whose marker is missing, and
-    write their markers; the seconds it took (0 where every marker was there).
-
-    A session on one machine (no SLURM) calls this before it claims a GPU, while its
-    pre-started server imports (servelab.engines.prestart): the build and the imports overlap,
-    and no GPU is held for either. Sessions starting together build a module once: FlashInfer
-    takes the module's lock, and whoever comes second finds it built (ninja: nothing to do)."""
-    missing = [module for module, path in markers.items() if not Path(path).exists()]
-    if not missing:
-        return 0.0
-    start = time.monotonic()
-    done = prebuild(config, missing, progress)
-    for module in missing:
-        what = done["modules"][module]
-        write_marker(markers[module], {**done, "ok": not what.startswith("FAILED"), "modules": {module: what}})
-    return time.monotonic() - start
-
-
-def main(argv: list[str] | None = None) -> int:
-    import argparse
-
-    import yaml
-    from snakemake.utils import update_config
-
-    parser = argparse.ArgumentParser(prog="servelab prebuild-jit", description=__doc__.split("\n\n")[0])
-    parser.add_argument("configs", nargs="*", default=["config/config.yaml"], metavar="CONFIG",
-                        help="config/config.yaml, then overlays, merged in order (as the run's --configfile)")
-    parser.add_argument("--cache", help="the run's cache directory, where its working directory is "
-                                         "elsewhere (default: the config's paths.cache)")
-    parser.add_argument("--module", action="append", choices=sorted(MODULES),
-                        help="build this module (repeatable; default: what the config's vLLM starts build)")
-    args = parser.parse_args(argv)
-    config: dict = {}
-    for path in args.configs:   # merged as the run's --configfile merges them
-        with open(path) as fh:
-            update_config(config, yaml.safe_load(fh) or {})
-    if args.cache:
-        config.setdefault("paths", {})["cache"] = args.cache
-    return 0 if prebuild(config, args.module)["ok"] else 1

@@ -23,9 +23,8 @@ from servelab.checks import flag_lists, rounds_checks
 from servelab.checks.search_checks import search_problems
 from servelab.analysis.columns import METRIC_COLUMNS
 
-# which engines serve, and the offline benchmarks each engine has
+# which engines serve
 SERVING_ENGINES = tuple(name for name, engine in facts.FACTS.items() if engine.serves)
-OFFLINE_TOOLS = {"vllm": ("throughput", "latency"), "transformers": ("static_batch",)}
 
 
 class ConfigError(ValueError):
@@ -143,7 +142,7 @@ def kind_problems(config: dict, exp: dict, where: str) -> list[str]:
     topology, lm-eval, the profiler, a random dataset's lengths, num_prompts."""
     problems = []
     offline = exp.get("kind", "serve") == "offline"
-    tools = OFFLINE_TOOLS.get(exp["engine"], ())
+    tools = facts.of(exp["engine"]).offline_tools
     if offline and exp.get("tool") not in tools:
         problems.append(f"{where}: kind offline with engine {exp['engine']} needs tool one of {list(tools)} "
                         f"(got {exp.get('tool')!r})")

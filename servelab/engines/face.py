@@ -4,6 +4,8 @@ These defaults are an engine's that has none of it."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 
 class EngineFace:
     # the modules its starts JIT-build on first use while they hold their GPUs, which a build
@@ -18,3 +20,27 @@ class EngineFace:
         """Build `modules` with no GPU held: {"ok": every one built (or none needed),
         "modules": {module: what happened}, "seconds"}."""
         return {"ok": True, "modules": {}, "seconds": 0.0}
+
+    # the folder of its server's flag lists, one a release (`serve-RELEASE.txt`), that the dry
+    # run checks a server's flags against without importing it (servelab.checks.flag_lists)
+    flag_lists: Path | None = None
+    # what silences its import chatter where its parsers are imported (servelab validate)
+    quiet_env: dict[str, str] = {}
+
+    def parsers(self):
+        """Its own argument parsers (servelab.checks.validate): `serve(cmd)`, `server_argv(cmd)`,
+        `router(argv)`, `client(argv)`, each raising SystemExit on a refusal. None: not checked."""
+        return None
+
+    def offline_parser(self, tool: str):
+        """The parse function of its own offline benchmark `tool`."""
+        raise NotImplementedError(f"{type(self).__name__} has no offline benchmark {tool!r}")
+
+    def engine_config(self, parsed, model_dir: str) -> str | None:
+        """What its own config classes refuse of parsed engine arguments on a model's
+        config.json, before any weight is loaded; None: nothing (or not checked)."""
+        return None
+
+    def server_flags(self) -> list[str]:
+        """Every option string of the installed release's server parser (imports the engine)."""
+        return []

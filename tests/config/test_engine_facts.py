@@ -39,6 +39,7 @@ EXPECTED = {
     "release_flags": (True, True, False, False),
     "own_offline_runner": (None, None, "servelab.engines.hf.static_batching", None),
     "offline_engine_config": (True, False, False, False),
+    "offline_tools": (("throughput", "latency"), (), ("static_batch",), ()),
 }
 NAMES = ("vllm", "sglang", "transformers", "no-such-engine")
 

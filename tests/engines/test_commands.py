@@ -23,7 +23,7 @@ def test_to_flags_maps_types_to_engine_syntax():
 
 @pytest.fixture(scope="module")
 def vllm_serve_parser():
-    from servelab.checks.engine_parsers import vllm_serve_parser
+    from servelab.engines.vllm.parsers import vllm_serve_parser
 
     return vllm_serve_parser()
 

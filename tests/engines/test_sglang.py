@@ -7,7 +7,7 @@ from servelab.config.experiments import engine_flags, server_points
 
 @pytest.fixture(scope="module")
 def parsers():
-    from servelab.checks.engine_parsers import SGLangParsers
+    from servelab.engines.sglang.parsers import SGLangParsers
 
     return SGLangParsers()
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from servelab.config.engine_facts import SGLangFacts
 from servelab.engines import commands
 from servelab.engines.face import EngineFace
-from servelab.engines.sglang import startup_log
+from servelab.engines.sglang import parsers, startup_log
 
 
 class SGLang(SGLangFacts, EngineFace):
@@ -77,6 +77,10 @@ class SGLang(SGLangFacts, EngineFace):
         """The last line of sglang.bench_serving's JSONL, in vLLM's key names."""
         lines = (Path(out_dir) / "bench.jsonl").read_text().strip().splitlines()
         return sglang_to_vllm_keys(json.loads(lines[-1]))
+
+    def parsers(self):
+        return parsers.SGLangParsers()
+
 
 
 def shared_prefix_groups(dataset_name: str, knobs: dict) -> dict:

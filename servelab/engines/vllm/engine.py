@@ -10,7 +10,7 @@ from pathlib import Path
 
 from servelab.config.engine_facts import VLLMFacts
 from servelab.engines.face import EngineFace
-from servelab.engines.vllm import commands, jit_prebuild, startup_log
+from servelab.engines.vllm import commands, jit_prebuild, parsers, startup_log
 
 
 class VLLM(VLLMFacts, EngineFace):
@@ -57,6 +57,8 @@ class VLLM(VLLMFacts, EngineFace):
                        "vllm:prompt_tokens_total", "vllm:generation_tokens_total", "vllm:num_preemptions_total",
                        "vllm:prefix_cache_queries_total", "vllm:prefix_cache_hits_total")
     info_path = None
+    flag_lists = Path(__file__).parent / "flags"   # serve-RELEASE.txt, written by servelab.checks.flag_lists
+    quiet_env = {"VLLM_LOGGING_LEVEL": "ERROR"}
     jit_module_names = tuple(jit_prebuild.MODULES)   # FlashInfer's, built before a GPU is claimed
 
     def startup_facts(self, log_text: str, metrics_text: str, info: dict) -> dict:
@@ -105,3 +107,16 @@ class VLLM(VLLMFacts, EngineFace):
 
     def jit_build(self, config: dict, modules: list[str], progress=print) -> dict:
         return jit_prebuild.prebuild(config, modules, progress)
+
+    def parsers(self):
+        return parsers.VLLMParsers()
+
+    def offline_parser(self, tool: str):
+        return parsers.vllm_offline_parser(tool)
+
+    def engine_config(self, parsed, model_dir: str) -> str | None:
+        return parsers.vllm_engine_config(parsed, model_dir)
+
+    def server_flags(self) -> list[str]:
+        return sorted({s for action in parsers.vllm_serve_parser()._actions for s in action.option_strings
+                       if s.startswith("--")})

@@ -33,9 +33,9 @@ class Need:
 LM_EVAL = Need("lm_eval", "pip install lm-eval==0.4.13", "eval (lm-eval)", "eval")
 # each engine's package and what installs it, as its face says
 ENGINE = {name: Need(e.import_module, e.install_hint, f"engine {name}", None) for name, e in ENGINES.items()}
-SGLANG_ROUTER = Need("sglang_router", "pip install sglang-router==0.3.2", "SGLang's router", None)
 # an engine's router package (facts.router_package) -> what installs it
-ROUTERS = {SGLANG_ROUTER.module: SGLANG_ROUTER}
+ROUTERS = {f.router_package: Need(f.router_package, f.router_install, f"{name}'s router", None)
+           for name, f in facts.FACTS.items() if f.router_package}
 CONNECTORS = {"LMCacheConnectorV1": Need("lmcache", "pip install lmcache (built for your torch; torch 2.11: envs/gpu-torch2.11-cu13.txt)",
                                          "kv_transfer_config LMCacheConnectorV1", None),
               "NixlConnector": Need("nixl", "pip install nixl", "kv_transfer_config NixlConnector", None)}

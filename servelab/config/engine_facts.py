@@ -96,6 +96,8 @@ class VLLMFacts:
     # the package its router comes from (data-parallel replicas or a P/D pair), which the
     # pre-flight asks for; None: none to install
     router_package = None
+    # what installs that package (the pre-flight's advice)
+    router_install = None
     # a P/D pair of it sits behind servelab's own proxy (servelab.engines.vllm.pd_proxy: its wheel
     # ships none); else behind its router package's P/D router
     pd_proxy = True
@@ -103,9 +105,8 @@ class VLLMFacts:
     pd_side_channel_env = "VLLM_NIXL_SIDE_CHANNEL_PORT"
     # the prefill role's knob for the free port its KV bootstrap server listens on
     pd_bootstrap_port_knob = None
-    # its start compiles into a cache keyed by the compile key, so that starts pass the
-    # compile gate (servelab.run.compile_gate)
-    compile_cache = True
+    # on the CPU, the variable that sizes its KV cache in host memory (GiB), and its default
+    cpu_kv_cache = ("VLLM_CPU_KVCACHE_SPACE", 4)
     # its server can be started before the job holds its GPUs, and wait for them imported
     # (servelab.engines.prestart)
     defers_start = True
@@ -136,10 +137,11 @@ class SGLangFacts:
     trace_layout_unwired = True
     router_knob_prefix = "router_"
     router_package = "sglang_router"
+    router_install = "pip install sglang-router==0.3.2"
     pd_proxy = False
     pd_side_channel_env = None
     pd_bootstrap_port_knob = "disaggregation_bootstrap_port"
-    compile_cache = False
+    cpu_kv_cache = VLLMFacts.cpu_kv_cache   # not measured: no SGLang on the CPU here
     defers_start = False
     torch_profiler = False
     release_flags = True
@@ -161,10 +163,11 @@ class NoEngine:
     trace_layout_unwired = False
     router_knob_prefix = None
     router_package = None
+    router_install = None
     pd_proxy = False
     pd_side_channel_env = None
     pd_bootstrap_port_knob = None
-    compile_cache = False
+    cpu_kv_cache = VLLMFacts.cpu_kv_cache
     defers_start = False
     torch_profiler = False
     release_flags = False

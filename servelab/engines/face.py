@@ -21,6 +21,13 @@ class EngineFace:
         "modules": {module: what happened}, "seconds"}."""
         return {"ok": True, "modules": {}, "seconds": 0.0}
 
+    # its load generator, and each of its offline benchmarks, by the names llm-d gives them in a
+    # benchmark report (base.WorkloadGenerator; servelab.export.llmd): else ENGINE-client, or the kind
+    llmd_load_tool: str | None = None
+    llmd_offline_tools: dict[str, str] = {}
+    # the variable its compile cache's location is read from (servelab.run.caches puts it under
+    # the workflow's cache), whose starts pass the compile gate (servelab.run.compile_gate): none
+    compile_cache_var: str | None = None
     # the folder of its server's flag lists, one a release (`serve-RELEASE.txt`), that the dry
     # run checks a server's flags against without importing it (servelab.checks.flag_lists)
     flag_lists: Path | None = None
@@ -40,6 +47,10 @@ class EngineFace:
         """What its own config classes refuse of parsed engine arguments on a model's
         config.json, before any weight is loaded; None: nothing (or not checked)."""
         return None
+
+    def log_stats_interval_s(self, env: dict) -> float:
+        """Seconds between the periodic stat lines its server logs (0: it logs none)."""
+        return 0.0
 
     def server_flags(self) -> list[str]:
         """Every option string of the installed release's server parser (imports the engine)."""

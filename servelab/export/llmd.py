@@ -16,15 +16,12 @@ import json
 import math
 
 from servelab.config import engine_facts as facts
+from servelab.engines.registry import ENGINES
 from servelab.export import pooled as pooling
 from servelab.export.llmd_results import (component_health, number, observability, request_performance,
                                           total_input_tokens, value)
 from servelab.export.llmd_schema import VERSION
 
-# load generators by the names llm-d gives them (base.WorkloadGenerator), else servelab's
-LOAD_TOOLS = {"vllm": "vllm-benchmark", "sglang": "sglang-bench-serving"}
-OFFLINE_TOOLS = {"throughput": "vllm-bench-throughput", "latency": "vllm-bench-latency",
-                 "static_batch": "servelab-hf-static-batch"}
 
 
 def cfg_id(obj) -> str:
@@ -128,12 +125,13 @@ def client_tool(record: dict, raw: dict | None = None) -> tuple[str, str]:
     identity, prov = record["identity"], record.get("provenance") or {}
     kind, version = str(identity.get("kind") or ""), str(identity.get("engine_version") or "unknown")
     command = str(prov.get("bench_args") or "").split()
+    face = ENGINES.get(identity.get("engine"))
     if kind.startswith("offline:"):
-        return OFFLINE_TOOLS.get(kind.split(":", 1)[-1], kind), version
+        return ((face.llmd_offline_tools if face else {}).get(kind.split(":", 1)[-1], kind)), version
     if client := (facts.client_of_program(command[0]) if command else None):   # a client of its own: AIPerf
         return client.name, str((raw or {}).get("client_version")
                                 or (prov.get("packages") or {}).get(client.distribution) or "unknown")
-    return LOAD_TOOLS.get(identity.get("engine"), f"{identity.get('engine')}-client"), version
+    return (face and face.llmd_load_tool) or f"{identity.get('engine')}-client", version
 
 
 def load_section(row: dict, record: dict, keys: list[str], raw: dict | None = None, stage: int = 0) -> dict | None:

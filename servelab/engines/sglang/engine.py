@@ -18,6 +18,7 @@ from servelab.engines.sglang import parsers, startup_log
 
 
 class SGLang(SGLangFacts, EngineFace):
+    llmd_load_tool = "sglang-bench-serving"   # as llm-d names it
     name = "sglang"
     distributions = ("sglang",)
     conda_env = "sglang"   # its session jobs' environment: envs/sglang.yaml

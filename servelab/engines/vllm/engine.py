@@ -59,6 +59,9 @@ class VLLM(VLLMFacts, EngineFace):
     info_path = None
     flag_lists = Path(__file__).parent / "flags"   # serve-RELEASE.txt, written by servelab.checks.flag_lists
     quiet_env = {"VLLM_LOGGING_LEVEL": "ERROR"}
+    compile_cache_var = "VLLM_CACHE_ROOT"
+    llmd_load_tool = "vllm-benchmark"
+    llmd_offline_tools = {"throughput": "vllm-bench-throughput", "latency": "vllm-bench-latency"}
     jit_module_names = tuple(jit_prebuild.MODULES)   # FlashInfer's, built before a GPU is claimed
 
     def startup_facts(self, log_text: str, metrics_text: str, info: dict) -> dict:
@@ -116,6 +119,9 @@ class VLLM(VLLMFacts, EngineFace):
 
     def engine_config(self, parsed, model_dir: str) -> str | None:
         return parsers.vllm_engine_config(parsed, model_dir)
+
+    def log_stats_interval_s(self, env: dict) -> float:
+        return float(env.get("VLLM_LOG_STATS_INTERVAL", 10))
 
     def server_flags(self) -> list[str]:
         return sorted({s for action in parsers.vllm_serve_parser()._actions for s in action.option_strings

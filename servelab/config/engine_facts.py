@@ -105,6 +105,9 @@ class VLLMFacts:
     pd_side_channel_env = "VLLM_NIXL_SIDE_CHANNEL_PORT"
     # the prefill role's knob for the free port its KV bootstrap server listens on
     pd_bootstrap_port_knob = None
+    # servelab's module that runs its server command (its wheel's own CLI, with servelab's fixes),
+    # and that command as a user types it (a search's outcome prints it so); None: its own
+    own_cli = ("servelab.engines.vllm.cli", "vllm serve")
     # on the CPU, the variable that sizes its KV cache in host memory (GiB), and its default
     cpu_kv_cache = ("VLLM_CPU_KVCACHE_SPACE", 4)
     # its server can be started before the job holds its GPUs, and wait for them imported
@@ -141,6 +144,7 @@ class SGLangFacts:
     pd_proxy = False
     pd_side_channel_env = None
     pd_bootstrap_port_knob = "disaggregation_bootstrap_port"
+    own_cli = None
     cpu_kv_cache = VLLMFacts.cpu_kv_cache   # not measured: no SGLang on the CPU here
     defers_start = False
     torch_profiler = False
@@ -167,6 +171,7 @@ class NoEngine:
     pd_proxy = False
     pd_side_channel_env = None
     pd_bootstrap_port_knob = None
+    own_cli = None
     cpu_kv_cache = VLLMFacts.cpu_kv_cache
     defers_start = False
     torch_profiler = False

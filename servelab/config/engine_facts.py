@@ -26,21 +26,22 @@ class MemoryShare:
     kv_gib: float | None = None
 
 
-# what vLLM's profiling run holds beside weights and KV cache (activations at the batch
-# budget, the sampler's logits, non-torch allocations), per GPU: the recordings' residue
-# was 0.06-0.59 GiB for dense Llama-3.1-8B at TP 1/2/4, 1.43 GiB for Mixtral-8x7B at TP 2
-VLLM_ACTIVATION_GIB = {"dense": 0.5, "moe": 1.5}
-VLLM_DEFAULT_FRACTION = 0.9
+# the memory rules' constants, named by the knob they belong to (vLLM's gpu_memory_utilization,
+# SGLang's mem_fraction_static). What vLLM's profiling run holds beside weights and KV cache
+# (activations at the batch budget, the sampler's logits, non-torch allocations), per GPU: the
+# recordings' residue was 0.06-0.59 GiB for dense Llama-3.1-8B at TP 1/2/4, 1.43 GiB for Mixtral-8x7B at TP 2
+ACTIVATION_GIB_IN_GPU_MEMORY_UTILIZATION = {"dense": 0.5, "moe": 1.5}
+DEFAULT_GPU_MEMORY_UTILIZATION = 0.9
 # SGLang's fraction applies to the memory free before it loads weights: on an H100 80GB
 # 78.47 of 79.65 GiB (CUDA context and communicators hold the rest; recorded SGLang 0.5.17 logs)
-SGLANG_IN_USE_BEFORE_LOAD_GIB = 1.18
+IN_USE_BEFORE_MEM_FRACTION_STATIC_GIB = 1.18
 
 
 def vllm_memory_share(memory_gib: float, knobs: dict, *, tp: int, pp: int, moe: bool) -> MemoryShare:
     """gpu_memory_utilization's share of all the GPU's memory, activations within it; and
     kv_cache_memory_bytes, where set, the KV cache's bytes outright (whatever the share)."""
-    fraction = float(knobs.get("gpu_memory_utilization") or VLLM_DEFAULT_FRACTION)
-    reserved = VLLM_ACTIVATION_GIB["moe" if moe else "dense"]
+    fraction = float(knobs.get("gpu_memory_utilization") or DEFAULT_GPU_MEMORY_UTILIZATION)
+    reserved = ACTIVATION_GIB_IN_GPU_MEMORY_UTILIZATION["moe" if moe else "dense"]
     outright = float(knobs["kv_cache_memory_bytes"]) / 2 ** 30 if knobs.get("kv_cache_memory_bytes") else None
     return MemoryShare("gpu_memory_utilization", fraction, fraction * memory_gib, reserved, outright)
 
@@ -67,7 +68,7 @@ def sglang_memory_share(memory_gib: float, knobs: dict, *, tp: int, pp: int, moe
     """mem_fraction_static's share of the memory left once it has started, for the weights and
     the KV pool only (activations outside it); its own pick where a point gives none."""
     fraction = float(knobs.get("mem_fraction_static") or sglang_own_fraction(memory_gib * GIB_MIB, knobs, tp=tp, pp=pp))
-    return MemoryShare("mem_fraction_static", fraction, fraction * (memory_gib - SGLANG_IN_USE_BEFORE_LOAD_GIB), 0.0)
+    return MemoryShare("mem_fraction_static", fraction, fraction * (memory_gib - IN_USE_BEFORE_MEM_FRACTION_STATIC_GIB), 0.0)
 
 
 class VLLMFacts:

@@ -52,6 +52,11 @@ class EngineFace:
         """Seconds between the periodic stat lines its server logs (0: it logs none)."""
         return 0.0
 
+    def spec_log_columns(self, log_part: str) -> dict:
+        """Speculative decoding's acceptance over a point, from the stat lines its server logged
+        during it, where /metrics has no speculation counters: {} where it logs none."""
+        return {}
+
     def server_flags(self) -> list[str]:
         """Every option string of the installed release's server parser (imports the engine)."""
         return []

@@ -27,8 +27,8 @@ from servelab.export import bounded_read, import_validity
 from servelab.export.import_failed import ImportFailed
 
 
-# vllm bench serve's saved result: what a row needs
-VLLM_KEYS = ("completed", "duration", "request_throughput", "output_throughput", "mean_ttft_ms", "p99_ttft_ms")
+# a bench-serve result (`vllm bench serve --save-result`): what a row needs
+BENCH_SERVE_KEYS = ("completed", "duration", "request_throughput", "output_throughput", "mean_ttft_ms", "p99_ttft_ms")
 # AIPerf's statistics -> the table's latency prefixes. AIPerf's inter_token_latency is per request
 # (request latency - TTFT) / (output tokens - 1): vLLM's TPOT; its inter_chunk_latency is the gaps
 # between streamed chunks, pooled: vLLM's ITL.
@@ -55,13 +55,13 @@ def numbers(data: dict, keys, path: Path, what: str = "") -> None:
 def kind_of(data: dict) -> str | None:
     if "version" in data and "run" in data and ("results" in data or "scenario" in data):
         return "llmd"
-    if all(k in data for k in VLLM_KEYS):
+    if all(k in data for k in BENCH_SERVE_KEYS):
         return "vllm-bench"
     if isinstance(data.get("time_to_first_token"), dict) and isinstance(data.get("request_throughput"), dict):
         return "aiperf"
     if "aiperf_version" in data:
         return "aiperf"   # a run whose every request failed has no latency at all; else what it lacks is said
-    if "completed" in data and sum(k in data for k in VLLM_KEYS) >= 3:
+    if "completed" in data and sum(k in data for k in BENCH_SERVE_KEYS) >= 3:
         return "vllm-bench"   # what it lacks is said
     return None
 
@@ -74,7 +74,7 @@ def judged(row: dict, knobs: dict, exported: dict | None = None) -> dict:
 
 
 def vllm_bench_row(data: dict, path: Path) -> dict:
-    if missing := [k for k in VLLM_KEYS if k not in data]:
+    if missing := [k for k in BENCH_SERVE_KEYS if k not in data]:
         raise ImportFailed(f"{path} is not a `vllm bench serve --save-result` JSON: it lacks {missing}")
     numbers(data, [*SCALARS, "num_prompts", "max_concurrency",
                    *(f"{s}_{lat}_ms" for lat in LATENCIES for s in (*STATS, "median", "std"))], path)
@@ -220,7 +220,7 @@ def import_file(path: str | Path, *, experiment: str = "imported", server_point:
     data = read_json(path, max_bytes)
     kind = kind_of(data)
     if kind is None:
-        raise ImportFailed(f"{path} is neither a `vllm bench serve --save-result` JSON (keys {list(VLLM_KEYS)}), "
+        raise ImportFailed(f"{path} is neither a `vllm bench serve --save-result` JSON (keys {list(BENCH_SERVE_KEYS)}), "
                            f"AIPerf's profile_export_aiperf.json (time_to_first_token and request_throughput "
                            f"as statistics) nor an llm-d benchmark report; its keys: {sorted(map(str, data))[:12]}")
     try:

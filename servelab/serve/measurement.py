@@ -211,7 +211,7 @@ def spec_from_logs(launch: Launch, log_sizes: list[int], counters: dict) -> dict
         with open(server.log, "rb") as f:
             f.seek(offset)
             part += f.read().decode(errors="replace")
-    return conditions.spec_log_columns(part)
+    return ENGINES[launch.spec.engine].spec_log_columns(part)
 
 
 def check_drift(launch: Launch, group: list[Point], done: list[str]) -> None:

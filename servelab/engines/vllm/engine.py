@@ -10,7 +10,7 @@ from pathlib import Path
 
 from servelab.config.engine_facts import VLLMFacts
 from servelab.engines.face import EngineFace
-from servelab.engines.vllm import commands, jit_prebuild, parsers, startup_log
+from servelab.engines.vllm import commands, jit_prebuild, parsers, startup_log, stat_lines
 
 
 class VLLM(VLLMFacts, EngineFace):
@@ -122,6 +122,9 @@ class VLLM(VLLMFacts, EngineFace):
 
     def log_stats_interval_s(self, env: dict) -> float:
         return float(env.get("VLLM_LOG_STATS_INTERVAL", 10))
+
+    def spec_log_columns(self, log_part: str) -> dict:
+        return stat_lines.spec_log_columns(log_part)
 
     def server_flags(self) -> list[str]:
         return sorted({s for action in parsers.vllm_serve_parser()._actions for s in action.option_strings

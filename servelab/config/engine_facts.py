@@ -1,15 +1,19 @@
 """What the rest of the package asks of an engine or a load client, as facts: no code
-outside servelab/engines tests an engine's or a client's name. The engine classes of
-servelab.engines.registry (ENGINES) inherit these; this module imports nothing from servelab,
-so that every stage (config and fetch included) may read them: `of(name)` for an engine,
-`client(name)` for a client a point's result names.
+outside servelab/engines tests an engine's or a client's name. Each engine declares its facts
+once, in its folder (servelab/engines/NAME/facts.yaml), checked against `EngineFacts` below
+(a key it does not know is refused by name); the engine classes of servelab.engines.registry
+(ENGINES) read them as their own attributes. This module imports nothing from servelab and
+reads those files as data, so that every stage (config and fetch included) may ask them:
+`of(name)` for an engine, `client(name)` for a client a point's result names.
 
 A name no engine has (a config the cross-checks refuse, before they have run) gets
-NoEngine's facts: what the code assumed of such a name before these were facts."""
+EngineFacts' defaults: no server, router or offline runner of its own, and vLLM's client's
+workload names and memory rule (what the code assumed of such a name before these were facts)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
+from pathlib import Path
 
 GIB_MIB = 1024
 
@@ -71,128 +75,100 @@ def sglang_memory_share(memory_gib: float, knobs: dict, *, tp: int, pp: int, moe
     return MemoryShare("mem_fraction_static", fraction, fraction * (memory_gib - IN_USE_BEFORE_MEM_FRACTION_STATIC_GIB), 0.0)
 
 
-class VLLMFacts:
+ENGINES_DIR = Path(__file__).resolve().parents[1] / "engines"
+# what each memory knob gives a server on one GPU (servelab.fetch.capacity), by its knob
+MEMORY_RULES = {"gpu_memory_utilization": vllm_memory_share, "mem_fraction_static": sglang_memory_share}
+
+
+@dataclass(frozen=True)
+class EngineFacts:
+    name: str = ""
     # it runs as a server that a client sends requests to (else: offline points only)
-    serves = True
+    serves: bool = False
     # its server holds a KV cache in memory of its own, sized by a memory knob, that the
     # capacity plan sizes (servelab.fetch.capacity, `servelab plan`)
-    kv_capacity_sized = True
-    # its memory knob (SGLang's mem_fraction_static) is the share, of the memory left once it
-    # has started, for the weights and the KV pool only, activations outside it (else:
-    # gpu_memory_utilization's share of all the memory, activations within it, and
-    # kv_cache_memory_bytes, where set, the KV cache's bytes outright)
-    static_memory_fraction = False
-    memory_share = staticmethod(vllm_memory_share)   # what its memory knob gives a server on one GPU
+    kv_capacity_sized: bool = False
+    # its memory knob, whose rule (MEMORY_RULES) says what it budgets on one GPU:
+    # gpu_memory_utilization, a share of all the memory, activations within it (and
+    # kv_cache_memory_bytes, where set, the KV cache's bytes outright); or mem_fraction_static,
+    # the share of the memory left once it has started, for the weights and the KV pool only
+    memory_knob: str = "gpu_memory_utilization"
     # its client's generator of prompt groups sharing a prefix (a `shared_prefix` workload,
     # servelab.config.workloads): its --dataset-name, and the knob that carries each field
-    shared_prefix_dataset = "prefix_repetition"
-    shared_prefix_knobs = {"shared_len": "prefix_repetition_prefix_len", "suffix_len": "prefix_repetition_suffix_len",
-                           "groups": "prefix_repetition_num_prefixes", "output_len": "prefix_repetition_output_len"}
+    shared_prefix_dataset: str = "prefix_repetition"
+    shared_prefix_knobs: dict = field(default_factory=lambda: {
+        "shared_len": "prefix_repetition_prefix_len", "suffix_len": "prefix_repetition_suffix_len",
+        "groups": "prefix_repetition_num_prefixes", "output_len": "prefix_repetition_output_len"})
     # its client reads another layout of trace (SGLang's mooncake mode), not wired here: a
     # `trace` dataset is refused for it (the cross-checks)
-    trace_layout_unwired = False
+    trace_layout_unwired: bool = False
     # the prefix of the knobs that put data-parallel replicas behind its router (SGLang's
     # router_*: servelab.config.topology_roles.replicas); None: it has none
-    router_knob_prefix = None
+    router_knob_prefix: str | None = None
     # the package its router comes from (data-parallel replicas or a P/D pair), which the
-    # pre-flight asks for; None: none to install
-    router_package = None
-    # what installs that package (the pre-flight's advice)
-    router_install = None
+    # pre-flight asks for, and what installs it; None: none to install
+    router_package: str | None = None
+    router_install: str | None = None
     # a P/D pair of it sits behind servelab's own proxy (servelab.engines.vllm.pd_proxy: its wheel
     # ships none); else behind its router package's P/D router
-    pd_proxy = True
+    pd_proxy: bool = False
     # the variable each P/D role gets a free port in for its KV-transfer side channel (NIXL)
-    pd_side_channel_env = "VLLM_NIXL_SIDE_CHANNEL_PORT"
+    pd_side_channel_env: str | None = None
     # the prefill role's knob for the free port its KV bootstrap server listens on
-    pd_bootstrap_port_knob = None
+    pd_bootstrap_port_knob: str | None = None
     # servelab's module that runs its server command (its wheel's own CLI, with servelab's fixes),
     # and that command as a user types it (a search's outcome prints it so); None: its own
-    own_cli = ("servelab.engines.vllm.cli", "vllm serve")
-    # on the CPU, the variable that sizes its KV cache in host memory (GiB), and its default
-    cpu_kv_cache = ("VLLM_CPU_KVCACHE_SPACE", 4)
+    own_cli: tuple | None = None
+    # on the CPU, the variable that sizes its KV cache in host memory (GiB), and its default;
+    # None: the capacity plan takes 4 GiB
+    cpu_kv_cache: tuple | None = None
     # its server can be started before the job holds its GPUs, and wait for them imported
     # (servelab.engines.prestart)
-    defers_start = True
+    defers_start: bool = False
     # its server runs the torch profiler on request (the `torch_profile` monitor)
-    torch_profiler = True
+    torch_profiler: bool = False
     # its flags are its installed release's (they come and go between releases): a refused
     # flag names that release
-    release_flags = True
+    release_flags: bool = False
     # the module of servelab's own that runs its offline points (its parser checks their
-    # flags); None: the engine's own benchmarks (`vllm bench throughput|latency`)
-    own_offline_runner = None
+    # flags); None: the engine's own benchmarks
+    own_offline_runner: str | None = None
     # the offline benchmarks an experiment of `kind: offline` may name as its `tool`
-    offline_tools = ("throughput", "latency")
+    offline_tools: tuple = ()
     # its offline benchmark's arguments are engine arguments that its own config classes
-    # check before loading weights (servelab.engines.vllm.parsers.vllm_engine_config)
-    offline_engine_config = True
+    # check before loading weights (the face's engine_config)
+    offline_engine_config: bool = False
+
+    @property
+    def static_memory_fraction(self) -> bool:
+        """Its memory knob budgets only weights and KV pool, activations outside it."""
+        return self.memory_knob == "mem_fraction_static"
+
+    @property
+    def memory_share(self):
+        """What its memory knob gives a server on one GPU (MEMORY_RULES)."""
+        return MEMORY_RULES[self.memory_knob]
 
 
-class SGLangFacts:
-    serves = True
-    kv_capacity_sized = True
-    static_memory_fraction = True
-    memory_share = staticmethod(sglang_memory_share)
-    shared_prefix_dataset = "generated-shared-prefix"
-    shared_prefix_knobs = {"groups": "gsp_num_groups", "prompts_per_group": "gsp_prompts_per_group",
-                           "shared_len": "gsp_system_prompt_len", "suffix_len": "gsp_question_len",
-                           "output_len": "gsp_output_len"}
-    trace_layout_unwired = True
-    router_knob_prefix = "router_"
-    router_package = "sglang_router"
-    router_install = "pip install sglang-router==0.3.2"
-    pd_proxy = False
-    pd_side_channel_env = None
-    pd_bootstrap_port_knob = "disaggregation_bootstrap_port"
-    own_cli = None
-    cpu_kv_cache = VLLMFacts.cpu_kv_cache   # not measured: no SGLang on the CPU here
-    defers_start = False
-    torch_profiler = False
-    release_flags = True
-    own_offline_runner = None
-    offline_tools = ()
-    offline_engine_config = False
+def load_facts(path: Path) -> EngineFacts:
+    """One engine's facts.yaml, every key a field of EngineFacts (lists read as tuples)."""
+    import yaml
+
+    data = yaml.safe_load(path.read_text()) or {}
+    known = {f.name: f for f in fields(EngineFacts)}
+    if unknown := sorted(set(data) - set(known)):
+        raise ValueError(f"{path}: {', '.join(unknown)} not a fact servelab knows "
+                         f"(servelab.config.engine_facts.EngineFacts: {', '.join(sorted(known))})")
+    if data.get("memory_knob", "gpu_memory_utilization") not in MEMORY_RULES:
+        raise ValueError(f"{path}: memory_knob {data['memory_knob']!r} has no rule (one of {sorted(MEMORY_RULES)})")
+    return EngineFacts(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items()})
 
 
-class NoEngine:
-    """A name no engine has: no server, router or offline runner of its own, and vLLM's
-    client's workload names and memory rule (the branches the code took for any name but
-    SGLang's)."""
-    serves = False
-    kv_capacity_sized = False
-    static_memory_fraction = False
-    memory_share = staticmethod(vllm_memory_share)
-    shared_prefix_dataset = VLLMFacts.shared_prefix_dataset
-    shared_prefix_knobs = VLLMFacts.shared_prefix_knobs
-    trace_layout_unwired = False
-    router_knob_prefix = None
-    router_package = None
-    router_install = None
-    pd_proxy = False
-    pd_side_channel_env = None
-    pd_bootstrap_port_knob = None
-    own_cli = None
-    cpu_kv_cache = VLLMFacts.cpu_kv_cache
-    defers_start = False
-    torch_profiler = False
-    release_flags = False
-    own_offline_runner = None
-    offline_tools = ()
-    offline_engine_config = False
+FACTS = {f.name: f for f in map(load_facts, sorted(ENGINES_DIR.glob("*/facts.yaml")))}
+NO_ENGINE = EngineFacts()
 
 
-class TransformersFacts(NoEngine):
-    """HF transformers' static batching: offline only, by servelab's own runner."""
-    own_offline_runner = "servelab.engines.hf.static_batching"
-    offline_tools = ("static_batch",)
-
-
-FACTS = {"vllm": VLLMFacts(), "sglang": SGLangFacts(), "transformers": TransformersFacts()}
-NO_ENGINE = NoEngine()
-
-
-def of(engine: str | None):
+def of(engine: str | None) -> EngineFacts:
     """The facts of the engine so named (NO_ENGINE's for a name no engine has)."""
     return FACTS.get(engine, NO_ENGINE)
 

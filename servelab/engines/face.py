@@ -6,8 +6,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from servelab.config import engine_facts
+
 
 class EngineFace:
+    name: str   # what an experiment's `engine` names it
+
+    def __getattr__(self, key: str):
+        """Its facts (servelab/engines/NAME/facts.yaml), read as its own attributes."""
+        if key.startswith("_") or key == "name":
+            raise AttributeError(key)
+        return getattr(engine_facts.of(self.name), key)
+
     # the modules its starts JIT-build on first use while they hold their GPUs, which a build
     # before any GPU claim spares them (servelab.serve.jit_builds): none
     jit_module_names: tuple[str, ...] = ()

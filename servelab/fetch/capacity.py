@@ -133,7 +133,7 @@ def plan_point(config: dict, engine: str, knobs: dict, *, memory_gib: float, mem
     what = f"{memory_name} ({memory_gib:.1f} GiB)"
     budget = fraction = 0.0
     if device == "cpu":
-        var, default_gib = facts.of(engine).cpu_kv_cache
+        var, default_gib = facts.of(engine).cpu_kv_cache or ("its CPU KV cache", 4)
         kv_gib = float((env or {}).get(var) or default_gib)
         why = None if weights + kv_gib <= memory_gib else \
             f"weights {weights:.2f} GiB + KV cache {kv_gib:g} GiB ({var}) exceed {what}"

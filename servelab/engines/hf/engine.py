@@ -10,9 +10,9 @@ from servelab.engines.face import EngineFace
 
 
 class Transformers(EngineFace):
-    llmd_offline_tools = {"static_batch": "servelab-hf-static-batch"}   # llm-d has no name for it
     """HF transformers `generate` in static batches (servelab.engines.hf.static_batching): offline only."""
     name = "transformers"
+    llmd_offline_tools = {"static_batch": "servelab-hf-static-batch"}   # llm-d has no name for it
     distributions = ("transformers",)
     conda_env = "vllm"   # vLLM's environment holds its torch and transformers
     import_module, install_hint = "transformers", "pip install transformers"

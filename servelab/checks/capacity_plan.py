@@ -136,9 +136,8 @@ def table(rows: list[dict]) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
-    from snakemake.utils import update_config
-
     from servelab.checks.cross_checks import drop_nulled_sections
+    from servelab.config.yaml_bounds import read_config_files
 
     parser = argparse.ArgumentParser(prog="servelab plan", description=__doc__.split("\n\n")[0])
     parser.add_argument("configs", nargs="*", default=["config/config.yaml"], metavar="CONFIG",
@@ -154,9 +153,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.within is not None and not args.timings:
         parser.error("--within needs --timings (the recorded sessions to plan from)")
-    config: dict = {}
-    for path in args.configs:
-        update_config(config, yaml.safe_load(open(path)))
+    try:
+        config = read_config_files(args.configs)
+    except ValueError as err:
+        raise SystemExit(f"servelab plan: {err}") from err
     drop_nulled_sections(config)
     memory = memory_of(args, config)
     if config.get("run_what_fits"):   # what the run will leave out is no refusal

@@ -152,8 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     when something is missing."""
     import argparse
 
-    import yaml
-    from snakemake.utils import update_config
+    from servelab.config.yaml_bounds import read_config_files
 
     from servelab.checks.cross_checks import drop_nulled_sections
     from servelab.config.experiments import enabled_experiments
@@ -161,9 +160,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="servelab preflight", description=main.__doc__)
     parser.add_argument("configs", nargs="*", default=["config/config.yaml"], metavar="CONFIG",
                         help="config/config.yaml, then overlays, merged in order (default: config/config.yaml)")
-    config: dict = {}
-    for path in parser.parse_args(argv).configs:
-        update_config(config, yaml.safe_load(open(path)))
+    try:
+        config = read_config_files(parser.parse_args(argv).configs)
+    except ValueError as err:
+        raise SystemExit(f"servelab preflight: {err}") from err
     drop_nulled_sections(config)
     names = enabled_experiments(config)
     lines = missing(config, names)

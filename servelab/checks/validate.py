@@ -248,17 +248,9 @@ def config_problems(config: dict) -> list[str]:
 def load_configs(files: list[str]) -> dict:
     """config/config.yaml and overlays merged as Snakemake merges --configfile's; a file
     that is not YAML raises ValueError naming it, its line and column."""
-    import yaml
-    from snakemake.utils import update_config
+    from servelab.config.yaml_bounds import read_config_files
 
-    config: dict = {}
-    for path in files:
-        with open(path) as fh:
-            try:
-                update_config(config, yaml.safe_load(fh) or {})
-            except yaml.YAMLError as err:
-                raise ValueError(f"{path} is not valid YAML:\n{err}") from err
-    return config
+    return read_config_files(files)
 
 
 def main(argv: list[str] | None = None) -> int:

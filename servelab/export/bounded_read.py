@@ -21,6 +21,7 @@ from pathlib import Path
 
 import yaml
 
+from servelab.config import yaml_bounds
 from servelab.export.import_failed import ImportFailed
 
 MAX_BYTES = 32 * 2**20      # a file, or what its gzip inflates to (`servelab import --max-bytes`)
@@ -98,39 +99,16 @@ def gunzip(data: bytes, path: Path, max_bytes: int = MAX_BYTES) -> bytes:
 
 
 def yaml_loader():
-    return getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    return yaml_bounds.loader()
 
 
 def check_yaml_events(text: str, path: Path) -> None:
     """Refuse, before anything is built, a document nested too deep or whose aliases expand
-    past MAX_YAML_NODES values (a 'billion laughs': a few hundred bytes, billions of values)."""
-    sizes: dict[str, int] = {}
-    stack: list[list] = [[None, 0]]   # [anchor, values so far] of each open collection
-    total = 0
+    past MAX_YAML_NODES values (servelab.config.yaml_bounds)."""
     try:
-        for event in yaml.parse(text, Loader=yaml_loader()):
-            if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
-                stack.append([event.anchor, 1])
-                if len(stack) - 1 > MAX_DEPTH:
-                    raise ImportFailed(f"{path} nests deeper than {MAX_DEPTH} levels: not a result file")
-            elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
-                anchor, size = stack.pop()
-                if anchor is not None:
-                    sizes[anchor] = size
-                stack[-1][1] += size
-            elif isinstance(event, (yaml.ScalarEvent, yaml.AliasEvent)):
-                size = sizes.get(event.anchor, 1) if isinstance(event, yaml.AliasEvent) else 1
-                if isinstance(event, yaml.ScalarEvent) and event.anchor is not None:
-                    sizes[event.anchor] = 1
-                stack[-1][1] += size
-                total += size
-                if total > MAX_YAML_NODES:
-                    raise ImportFailed(f"{path} expands past {MAX_YAML_NODES:,} values through its YAML aliases "
-                                       f"(*name): refused (a few bytes can expand to billions)")
-    except yaml.YAMLError as err:
-        if "depth" in str(err):   # libyaml's own bound on nesting (1,000)
-            raise ImportFailed(f"{path} nests deeper than {MAX_DEPTH} levels: not a result file") from err
-        return   # the load that follows says what is wrong, with its line
+        yaml_bounds.check_expansion(text, MAX_YAML_NODES, MAX_DEPTH)
+    except yaml_bounds.YamlRefused as err:
+        raise ImportFailed(f"{path} {err}" + (": not a result file" if "nests" in str(err) else "")) from err
 
 
 def parse(text: str, path: Path, max_bytes: int = MAX_BYTES) -> object:

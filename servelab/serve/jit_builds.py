@@ -62,8 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     """`servelab prebuild-jit`: every engine's modules for the config, built by hand."""
     import argparse
 
-    import yaml
-    from snakemake.utils import update_config
+    from servelab.config.yaml_bounds import read_config_files
 
     parser = argparse.ArgumentParser(prog="servelab prebuild-jit", description=__doc__.split("\n\n")[0])
     parser.add_argument("configs", nargs="*", default=["config/config.yaml"], metavar="CONFIG",
@@ -74,10 +73,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--module", action="append", choices=known,
                         help="build this module (repeatable; default: what the config's starts build)")
     args = parser.parse_args(argv)
-    config: dict = {}
-    for path in args.configs:   # merged as the run's --configfile merges them
-        with open(path) as fh:
-            update_config(config, yaml.safe_load(fh) or {})
+    try:
+        config = read_config_files(args.configs)   # merged as the run's --configfile merges them
+    except ValueError as err:
+        raise SystemExit(f"servelab prebuild-jit: {err}") from err
     if args.cache:
         config.setdefault("paths", {})["cache"] = args.cache
     wanted = modules_for(config)

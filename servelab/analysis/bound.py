@@ -73,9 +73,10 @@ def summary(record: dict) -> dict:
             by_role.setdefault(role, []).append(used / dt)
         for role, used in (tick.get("cpu_top_s") or {}).items():
             top.setdefault(role, []).append(used / dt)
-    for role, values in by_role.items():
+    # roles in name order: a table's columns do not depend on which process a tick saw first
+    for role, values in sorted(by_role.items()):
         out[f"cpu_{role_column(role)}_cores"] = round(mean(values), 3)
-    for role, values in top.items():
+    for role, values in sorted(top.items()):
         out[f"cpu_{role_column(role)}_top_cores"] = round(mean(values), 3)
     # waiting runnable for a CPU (share of the wall clock, summed over the role's processes);
     # the machine's busy and stolen cores
@@ -88,7 +89,7 @@ def summary(record: dict) -> dict:
                 waits.setdefault(role, []).append(waited / dt)
             for name, used in (tick.get("host") or {}).items():
                 host.setdefault(name, []).append(used / dt)
-    for role, values in waits.items():
+    for role, values in sorted(waits.items()):
         out[f"wait_{role_column(role)}_share"] = round(mean(values), 4)
     for name, column in (("busy_s", "host_busy_cores"), ("steal_s", "host_steal_cores")):
         if host.get(name):

@@ -132,3 +132,17 @@ def test_a_zero_is_a_figure_not_a_gap():
     row = {**SERVED, "preemptions": 0, "record_preemptions": 5, "waiting_mean": 0.0, "kv_usage_max": 0.5}
     assert bound.decide(row)[0] != "KV capacity"
     assert bound.decide({**row, "preemptions": None})[0] == "KV capacity"
+
+
+def test_the_roles_columns_come_in_one_order_whichever_process_a_tick_saw_first():
+    """Two command-1 runs (a9313df, 8297129) wrote week01's per-role CPU columns in two orders:
+    the roles were taken in the order the first tick listed them."""
+    def record(roles):
+        ticks = [{"t": float(t), "cpu_s": {r: 0.1 * t for r in roles}, "cpu_top_s": {r: 0.1 * t for r in roles},
+                  "wait_s": {r: 0.01 for r in roles}, "metrics": {"vllm:num_requests_running": float(t > 0)}}
+                 for t in range(4)]
+        return {"ticks": ticks}
+
+    first = list(bound.summary(record(["worker", "engine core"])))
+    second = list(bound.summary(record(["engine core", "worker"])))
+    assert first == second and first.index("cpu_engine_core_cores") < first.index("cpu_worker_cores")

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import yaml
 
-from servelab.config.experiments import enabled_experiments, point_model, server_points
+from servelab.config.experiments import client_points, enabled_experiments, point_model, server_points
 from servelab import machine
 from servelab.config import engine_facts as facts
 from servelab.fetch import capacity
@@ -110,8 +110,29 @@ def plan_lines(config: dict, memory: tuple[str, float, str, int | None]) \
         elif up_at_once:
             held = sum(p.held_gib for p in up_at_once.values())
             together.append((f"{exp_name} in rounds: its {len(up_at_once)} servers up at once hold {held:.1f} GiB "
-                             f"of {gib:.1f} GiB: fit together", True))
+                             f"of {gib:.1f} GiB: fit together; {pass_time(config, exp)}", True))
     return rows, refused, together
+
+
+def pass_time(config: dict, exp: dict) -> str:
+    """What a pass of an experiment in rounds holds the GPU for, beside its servers' starts: each
+    round measures every configuration's points once, each sent for its duration and cut
+    `grace_s` later, and each server is warmed at its load once."""
+    from servelab.config import measurement
+
+    setting = {**measurement.defaults(), **{k: config[k] for k in measurement.KEYS if k in config},
+               **{k: exp[k] for k in measurement.KEYS if k in exp}}
+    design = exp["rounds"]
+    points = [p for knobs in server_points(exp).values() for p in client_points(exp, knobs)]
+    if not points or any(p.get("duration_s") is None for p in points):
+        return "its points are not sized in time (client duration_s): no pass time told"
+    per_round = sum(float(p["duration_s"]) + float(setting["grace_s"] or 0) for p in points)
+    warm = len(server_points(exp)) * float(setting["warmup_load_s"] or 0)
+    least, most = int(design.get("least", 3)), int(design.get("most", design.get("least", 3)))
+    minutes = [(n * per_round + warm) / 60 for n in (least, most)]
+    return (f"a round sends {len(points)} points for {per_round:.0f} s in all (duration_s plus grace_s): "
+            f"{least} rounds hold the GPU at least {minutes[0]:.1f} minutes, {most} rounds {minutes[1]:.1f} "
+            f"(warm-ups included), beside the servers' start")
 
 
 COLUMNS = ["experiment", "server point", "engine", "GPUs", "weights GiB/GPU", "KV B/token/GPU", "KV cache GiB",

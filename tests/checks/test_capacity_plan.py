@@ -88,6 +88,9 @@ def test_servers_kept_up_together_in_rounds_must_fit_one_gpu_together():
     assert "study_phi4_rounds_l4kv in rounds: its 5 servers up at once hold 101.1 GiB of 140.4 GiB: fit together" \
         in h200.stdout
     assert "5 of 5 server point(s) fit" in h200.stdout
+    # what a pass holds the GPU for: 5 points a round of 12 s sent + 3 s of grace, 5 warm-ups of 5 s
+    assert "a round sends 5 points for 75 s in all (duration_s plus grace_s): 3 rounds hold the GPU at least " \
+        "4.2 minutes, 6 rounds 7.9 (warm-ups included), beside the servers' start" in h200.stdout
     h100 = plan(*configs, *H100, "--gpus", "1")
     assert h100.returncode == 1 and "5 of 5 server point(s) fit" in h100.stdout
     refused = [line for line in h100.stderr.splitlines() if "cannot fit" in line]
@@ -95,6 +98,12 @@ def test_servers_kept_up_together_in_rounds_must_fit_one_gpu_together():
         "order, take seqs128_fp8kv 20.22 + seqs256_fp8kv 20.22 + baseline_twin 20.22 + seqs128 20.22 = 80.9 GiB: " \
         "over the GPU's 79.6 GiB" in refused[0]
     assert "measure the configurations in sequence" in refused[0]
+    # the part an 80 GB GPU holds (config/studies/rounds-gpu-80gb.yaml): three servers
+    part = plan("config/config.yaml", "config/studies/phi4-steady-gpu.yaml", "config/studies/rounds-gpu-80gb.yaml",
+                *H100, "--gpus", "1")
+    assert part.returncode == 0, part.stderr
+    assert "study_phi4_rounds_l4kv_80gb in rounds: its 3 servers up at once hold 60.7 GiB of 79.6 GiB: fit " \
+        "together; a round sends 3 points for 45 s" in part.stdout
 
 
 def test_a_server_started_after_others_must_find_its_share_free():

@@ -33,7 +33,8 @@ class MemoryShare:
 # the memory rules' constants, named by the knob they belong to (vLLM's gpu_memory_utilization,
 # SGLang's mem_fraction_static). What vLLM's profiling run holds beside weights and KV cache
 # (activations at the batch budget, the sampler's logits, non-torch allocations), per GPU: the
-# recordings' residue was 0.06-0.59 GiB for dense Llama-3.1-8B at TP 1/2/4, 1.43 GiB for Mixtral-8x7B at TP 2
+# recordings' residue was 0.06-0.59 GiB for dense Llama-3.1-8B at TP 1/2/4, 1.43 GiB for
+# Mixtral-8x7B at TP 2
 ACTIVATION_GIB_IN_GPU_MEMORY_UTILIZATION = {"dense": 0.5, "moe": 1.5}
 DEFAULT_GPU_MEMORY_UTILIZATION = 0.9
 # SGLang's fraction applies to the memory free before it loads weights: on an H100 80GB
@@ -155,6 +156,8 @@ def load_facts(path: Path) -> EngineFacts:
     import yaml
 
     data = yaml.safe_load(path.read_text()) or {}
+    if not data.get("name"):
+        raise ValueError(f"{path}: no name (what an experiment's `engine` calls it)")
     known = {f.name: f for f in fields(EngineFacts)}
     if unknown := sorted(set(data) - set(known)):
         raise ValueError(f"{path}: {', '.join(unknown)} not a fact servelab knows "

@@ -25,6 +25,7 @@ from servelab.fetch.model_facts import decoder_params, routed_experts
 from servelab.machine import host_memory_gib, visible_gpus
 
 GIB = 2 ** 30
+CPU_KV_GIB = 4   # the KV cache on the CPU where the engine's env sizes none
 GPU_SPECS = Path(__file__).resolve().parents[2] / "resources" / "gpus.yaml"
 DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "half": 2, "float32": 4, "float": 4, "auto": None}
 # the plan's own error in KV tokens against what the engines reported: -0.9 to +4.0 % on
@@ -133,10 +134,10 @@ def plan_point(config: dict, engine: str, knobs: dict, *, memory_gib: float, mem
     what = f"{memory_name} ({memory_gib:.1f} GiB)"
     budget = fraction = 0.0
     if device == "cpu":
-        var, default_gib = facts.of(engine).cpu_kv_cache or ("its CPU KV cache", 4)
-        kv_gib = float((env or {}).get(var) or default_gib)
+        var, default_gib = facts.of(engine).cpu_kv_cache or (None, CPU_KV_GIB)
+        kv_gib = float((env or {}).get(var) or default_gib) if var else default_gib
         why = None if weights + kv_gib <= memory_gib else \
-            f"weights {weights:.2f} GiB + KV cache {kv_gib:g} GiB ({var}) exceed {what}"
+            f"weights {weights:.2f} GiB + KV cache {kv_gib:g} GiB ({var or 'the default'}) exceed {what}"
     else:
         share = facts.of(engine).memory_share(memory_gib, knobs, tp=tp, pp=pp, moe=routed_experts(config) > 1)
         fraction, knob, reserved, budget = share.fraction, share.knob, share.reserved_gib, share.budget_gib

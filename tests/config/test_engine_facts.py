@@ -67,6 +67,9 @@ def test_a_facts_file_with_a_key_servelab_does_not_know_is_refused_by_name(tmp_p
     (tmp_path / "facts.yaml").write_text("name: trtllm\nserves: true\nserve: true\n")
     with pytest.raises(ValueError, match=r"facts.yaml: serve not a fact servelab knows .*serves"):
         facts.load_facts(tmp_path / "facts.yaml")
+    (tmp_path / "facts.yaml").write_text("serves: true\n")
+    with pytest.raises(ValueError, match="facts.yaml: no name"):
+        facts.load_facts(tmp_path / "facts.yaml")
     (tmp_path / "facts.yaml").write_text("name: trtllm\nmemory_knob: free_gpu_memory_fraction\n")
     with pytest.raises(ValueError, match="memory_knob 'free_gpu_memory_fraction' has no rule"):
         facts.load_facts(tmp_path / "facts.yaml")

@@ -131,6 +131,10 @@ def test_the_cpu_default_plans_against_the_hosts_memory():
     greedy = capacity.plan_point(capacity.tiny_config(recipe), "vllm", {}, memory_gib=0.5,
                                  memory_name="host memory", device="cpu", env={"VLLM_CPU_KVCACHE_SPACE": 1})
     assert not greedy.fits and "VLLM_CPU_KVCACHE_SPACE" in greedy.why
+    # an engine whose facts name no CPU KV variable: the default 4 GiB, whatever vLLM's says
+    other = capacity.plan_point(capacity.tiny_config(recipe), "sglang", {}, memory_gib=2.0, memory_name="host memory",
+                                device="cpu", env={"VLLM_CPU_KVCACHE_SPACE": 1})
+    assert not other.fits and "KV cache 4 GiB (the default)" in other.why
 
 
 def test_fp8_kv_halves_the_bytes_per_token_and_tp_splits_the_kv_heads():

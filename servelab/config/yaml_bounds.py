@@ -63,6 +63,8 @@ def read_config_file(path: str | Path, max_bytes: int = MAX_CONFIG_BYTES) -> dic
         info = os.stat(path)
     except OSError as err:
         raise ValueError(f"{path}: cannot be read ({err.strerror or err})") from err
+    if stat.S_ISDIR(info.st_mode):
+        raise ValueError(f"{path} is a directory, not a config file (name a YAML file in it)")
     if not stat.S_ISREG(info.st_mode):
         raise ValueError(f"{path} is not a regular file (a pipe or a device could block the read forever)")
     if info.st_size > max_bytes:

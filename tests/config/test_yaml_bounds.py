@@ -27,6 +27,8 @@ def test_an_alias_bomb_a_pipe_and_a_list_are_refused_naming_the_file(tmp_path):
     os.mkfifo(pipe)   # a read would block forever: nobody writes it
     with pytest.raises(ValueError, match="pipe.yaml is not a regular file"):
         read_config_file(pipe)
+    with pytest.raises(ValueError, match="is a directory, not a config file"):
+        read_config_file(tmp_path)
     listed = tmp_path / "list.yaml"
     listed.write_text("- run\n- week01\n")
     with pytest.raises(ValueError, match="list.yaml holds a YAML list, not a mapping of config keys"):
